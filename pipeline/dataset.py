@@ -1,0 +1,366 @@
+"""``Dataset``: the public face of the graph. Each method makes a node; nothing runs until iteration.
+
+Names, arguments and defaults follow ``tf.data.Dataset``. The node classes (in ``nodes/``) validate their
+arguments and know their element spec and cardinality; their iterators (in ``iterators/``) run them.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from . import graph
+from .nodes.base import INFINITE, UNKNOWN, Node
+from .nodes.common import AUTOTUNE, SHARD_HINT
+from .options import Options
+
+INFINITE_CARDINALITY = INFINITE
+UNKNOWN_CARDINALITY = UNKNOWN
+
+
+class Dataset:
+    """An immutable, lazy pipeline of elements (see module docstring)."""
+
+    __slots__ = ("_node", "_iterations", "__weakref__")
+
+    def __init__(self, node: Node):
+        if not isinstance(node, Node):
+            raise TypeError(f"Dataset wraps a graph node, got {type(node).__name__}")
+        self._node = node
+        # How many iterators this object has made: each one is a new epoch for the random stages
+        # inside (tf.data's seed generator does the same per dataset).
+        self._iterations = 0
+
+    # ================================================================ sources
+    @staticmethod
+    def range(*args, output_type=np.int64, name=None) -> "Dataset":
+        from .nodes.range import Range
+
+        return _named(Range(*args, output_type=output_type), name)
+
+    @staticmethod
+    def from_tensors(tensors, name=None) -> "Dataset":
+        from .nodes.tensor_slices import Tensors
+
+        return _named(Tensors(tensors), name)
+
+    @staticmethod
+    def from_tensor_slices(tensors, name=None) -> "Dataset":
+        from .nodes.tensor_slices import TensorSlices
+
+        return _named(TensorSlices(tensors), name)
+
+    @staticmethod
+    def from_generator(generator, output_types=None, output_shapes=None, args=None, output_signature=None,
+                       name=None) -> "Dataset":
+        from .nodes.generator import Generator
+
+        return _named(Generator(generator, output_types, output_shapes, args, output_signature), name)
+
+    @staticmethod
+    def list_files(file_pattern, shuffle=None, seed=None, name=None) -> "Dataset":
+        from .nodes.list_files import ListFiles
+
+        files = Dataset(ListFiles(file_pattern))
+        if shuffle is None or shuffle:
+            files = files.shuffle(max(files._node.length(), 1), seed=seed)
+        return _named(files._node, name)
+
+    @staticmethod
+    def zip(*args, datasets=None, name=None) -> "Dataset":
+        from .nodes.zip import Zip
+
+        if datasets is not None and args:
+            raise TypeError("Dataset.zip: give the datasets either positionally or as `datasets=`, not both")
+        structure = datasets if datasets is not None else (args[0] if len(args) == 1 else args)
+        return _named(Zip(structure), name)
+
+    @staticmethod
+    def sample_from_datasets(datasets, weights=None, seed=None, stop_on_empty_dataset=False,
+                             rerandomize_each_iteration=None) -> "Dataset":
+        from .nodes.sample import SampleFromDatasets
+
+        return Dataset(SampleFromDatasets([_node_of(d, "sample_from_datasets") for d in datasets], weights,
+                                          seed, stop_on_empty_dataset, rerandomize_each_iteration))
+
+    @staticmethod
+    def choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset=True) -> "Dataset":
+        from .nodes.sample import ChooseFromDatasets
+
+        return Dataset(ChooseFromDatasets([_node_of(d, "choose_from_datasets") for d in datasets],
+                                          _node_of(choice_dataset, "choose_from_datasets"),
+                                          stop_on_empty_dataset))
+
+    # ================================================================ element-wise
+    def map(self, map_func, num_parallel_calls=None, deterministic=None, synchronous=None,
+            use_unbounded_threadpool=False, name=None, *, vectorized=False, executor=None,
+            with_rng=False, seed=None, stateful=None) -> "Dataset":
+        """tf.data's ``map``, plus jaxfeed's keyword-only extensions:
+
+        - ``vectorized=True``: ``map_func`` works on batches as well as on single elements (it is
+          elementwise along axis 0), so a following ``batch`` may run it once per batch.
+        - ``executor="process"``: run the function in worker processes (for Python code that holds the
+          GIL); ``"thread"`` (default) uses threads. Needs ``num_parallel_calls``.
+        - ``with_rng=True``: call ``map_func(*element, rng)`` with a ``numpy.random.Generator`` derived from
+          (seed, element position): random augmentation that is identical under any parallelism.
+        - ``stateful``: declare whether the function keeps hidden state (overrides determinism's
+          inspection of the function).
+        """
+        from .nodes.map import Map
+
+        return _named(Map(self._node, map_func, num_parallel_calls, deterministic, vectorized=vectorized,
+                          executor=executor, with_rng=with_rng, seed=seed, stateful=stateful), name)
+
+    def filter(self, predicate, name=None) -> "Dataset":
+        from .nodes.filter import Filter
+
+        return _named(Filter(self._node, predicate), name)
+
+    def flat_map(self, map_func, name=None) -> "Dataset":
+        from .nodes.flat_map import FlatMap
+
+        return _named(FlatMap(self._node, map_func), name)
+
+    def interleave(self, map_func, cycle_length=None, block_length=None, num_parallel_calls=None,
+                   deterministic=None, name=None) -> "Dataset":
+        from .nodes.interleave import Interleave
+
+        return _named(Interleave(self._node, map_func, cycle_length, block_length, num_parallel_calls,
+                                 deterministic), name)
+
+    def scan(self, initial_state, scan_func, name=None) -> "Dataset":
+        from .nodes.scan import Scan
+
+        return _named(Scan(self._node, initial_state, scan_func), name)
+
+    def enumerate(self, start=0, name=None) -> "Dataset":
+        from .nodes.common import check_int
+
+        start = check_int(start, "start", "enumerate")
+        counter = Dataset.range(start, np.iinfo(np.int64).max)
+        return _named(Dataset.zip((counter, self))._node, name)
+
+    def take_while(self, predicate, name=None) -> "Dataset":
+        from .nodes.take_while import TakeWhile
+
+        return _named(TakeWhile(self._node, predicate), name)
+
+    def unique(self, name=None) -> "Dataset":
+        from .nodes.unique import Unique
+
+        return _named(Unique(self._node), name)
+
+    def ignore_errors(self, log_warning=False, name=None) -> "Dataset":
+        from .nodes.ignore_errors import IgnoreErrors
+
+        return _named(IgnoreErrors(self._node, log_warning), name)
+
+    # ================================================================ batching
+    def batch(self, batch_size, drop_remainder=False, num_parallel_calls=None, deterministic=None,
+              name=None) -> "Dataset":
+        from .nodes.batch import Batch
+
+        return _named(Batch(self._node, batch_size, drop_remainder, num_parallel_calls, deterministic), name)
+
+    def padded_batch(self, batch_size, padded_shapes=None, padding_values=None, drop_remainder=False,
+                     name=None) -> "Dataset":
+        from .nodes.padded_batch import PaddedBatch
+
+        return _named(PaddedBatch(self._node, batch_size, padded_shapes, padding_values, drop_remainder), name)
+
+    def unbatch(self, name=None) -> "Dataset":
+        from .nodes.unbatch import Unbatch
+
+        return _named(Unbatch(self._node), name)
+
+    def rebatch(self, batch_size, drop_remainder=False, name=None) -> "Dataset":
+        from .nodes.rebatch import Rebatch
+
+        return _named(Rebatch(self._node, batch_size, drop_remainder), name)
+
+    def window(self, size, shift=None, stride=1, drop_remainder=False, name=None) -> "Dataset":
+        from .nodes.window import Window
+
+        return _named(Window(self._node, size, shift, stride, drop_remainder), name)
+
+    def group_by_window(self, key_func, reduce_func, window_size=None, window_size_func=None,
+                        name=None) -> "Dataset":
+        from .nodes.group_by_window import GroupByWindow
+
+        return _named(GroupByWindow(self._node, key_func, reduce_func, window_size, window_size_func), name)
+
+    def bucket_by_sequence_length(self, element_length_func, bucket_boundaries, bucket_batch_sizes,
+                                  padded_shapes=None, padding_values=None, pad_to_bucket_boundary=False,
+                                  no_padding=False, drop_remainder=False, name=None) -> "Dataset":
+        from .nodes.group_by_window import bucket_by_sequence_length
+
+        return bucket_by_sequence_length(self, element_length_func, bucket_boundaries, bucket_batch_sizes,
+                                         padded_shapes, padding_values, pad_to_bucket_boundary, no_padding,
+                                         drop_remainder)
+
+    # ================================================================ order and count
+    def shuffle(self, buffer_size, seed=None, reshuffle_each_iteration=None, name=None) -> "Dataset":
+        from .nodes.shuffle import Shuffle
+
+        return _named(Shuffle(self._node, buffer_size, seed, reshuffle_each_iteration), name)
+
+    def repeat(self, count=None, name=None) -> "Dataset":
+        from .nodes.repeat import Repeat
+
+        return _named(Repeat(self._node, count), name)
+
+    def take(self, count, name=None) -> "Dataset":
+        from .nodes.take import Take
+
+        return _named(Take(self._node, count), name)
+
+    def skip(self, count, name=None) -> "Dataset":
+        from .nodes.take import Skip
+
+        return _named(Skip(self._node, count), name)
+
+    def shard(self, num_shards, index, name=None) -> "Dataset":
+        from .nodes.shard import Shard
+
+        return _named(Shard(self._node, num_shards, index), name)
+
+    def concatenate(self, dataset, name=None) -> "Dataset":
+        from .nodes.concatenate import Concatenate
+
+        return _named(Concatenate(self._node, _node_of(dataset, "concatenate")), name)
+
+    # ================================================================ performance and state
+    def prefetch(self, buffer_size, name=None) -> "Dataset":
+        from .nodes.prefetch import Prefetch
+
+        return _named(Prefetch(self._node, buffer_size), name)
+
+    def cache(self, filename="", name=None) -> "Dataset":
+        from .nodes.cache import Cache
+
+        return _named(Cache(self._node, filename), name)
+
+    def with_options(self, options: Options, name=None) -> "Dataset":
+        from .nodes.with_options import WithOptions
+
+        return _named(WithOptions(self._node, options), name)
+
+    def options(self) -> Options:
+        from .passes.options_pass import effective_options
+
+        return effective_options(self._node)
+
+    def apply(self, transformation_func: Callable[["Dataset"], "Dataset"]) -> "Dataset":
+        result = transformation_func(self)
+        if not isinstance(result, Dataset):
+            raise TypeError("`transformation_func` must return a Dataset object, got "
+                            f"{type(result).__name__}")
+        return result
+
+    # ================================================================ inspection
+    @property
+    def element_spec(self):
+        return self._node.element_spec
+
+    def cardinality(self) -> int:
+        return self._node.cardinality()
+
+    def __len__(self):
+        n = self.cardinality()
+        if n == INFINITE:
+            raise TypeError("The dataset is infinite.")
+        if n == UNKNOWN:
+            raise TypeError("The dataset length is unknown.")
+        return n
+
+    def __bool__(self):
+        return True  # never fall back to __len__, which may raise
+
+    def graph(self) -> str:
+        """The graph as an indented tree of nodes with their arguments."""
+        return graph.describe(self._node)
+
+    def explain(self, options: Options | None = None) -> str:
+        """The graph as it will run: the rewritten tree, then what each pass changed and why."""
+        from .passes import run_passes
+
+        root, _, log = run_passes(self._node, options)
+        return f"{graph.describe(root)}\n\nRewrites:\n{log}"
+
+    def fingerprint(self) -> str:
+        return graph.fingerprint(self._node)
+
+    def __repr__(self):
+        return f"<Dataset element_spec={_spec_repr(self)}>\n{self.graph()}"
+
+    # ================================================================ iteration
+    def __iter__(self):
+        from .iterator import DatasetIterator
+
+        return DatasetIterator(self)
+
+    def as_numpy_iterator(self):
+        return iter(self)
+
+    def as_numpy(self) -> list:
+        """All elements, as a list (convenient in tests)."""
+        return list(self)
+
+    def make_iterator(self, state=None, options: Options | None = None):
+        """An iterator, optionally restored from a state saved by ``get_state``."""
+        from .iterator import DatasetIterator
+
+        return DatasetIterator(self, state=state, options=options)
+
+    def reduce(self, initial_state, reduce_func):
+        from .structure import normalize, normalize_data
+
+        state = normalize_data(initial_state)
+        for element in self:
+            state = normalize(reduce_func(state, element) if type(element) is not tuple
+                              else reduce_func(state, *element))
+        return state
+
+    def get_single_element(self, name=None):
+        from .errors import InvalidArgumentError
+
+        it = iter(self)
+        try:
+            first = next(it)
+        except StopIteration:
+            raise InvalidArgumentError("Dataset was empty.", "get_single_element") from None
+        try:
+            next(it)
+        except StopIteration:
+            return first
+        finally:
+            it.close()
+        raise InvalidArgumentError("Dataset had more than one element.", "get_single_element")
+
+    # tf.data also exposes these as static constructors on Dataset
+    @staticmethod
+    def counter(start=0, step=1, dtype=np.int64, name=None) -> "Dataset":
+        return Dataset.range(start, np.iinfo(np.int64).max, step, output_type=dtype, name=name)
+
+
+def _named(node: Node, name) -> Dataset:
+    if name is not None:
+        node.name = str(name)
+    return Dataset(node)
+
+
+def _node_of(value, what: str) -> Node:
+    if not isinstance(value, Dataset):
+        raise TypeError(f"{what}: expected a Dataset, got {type(value).__name__}")
+    return value._node
+
+
+def _spec_repr(ds) -> str:
+    try:
+        return repr(ds.element_spec)
+    except Exception as e:  # a spec that needs user code may fail; the repr must not
+        return f"<unavailable: {type(e).__name__}>"
+
+
+__all__ = ["Dataset", "AUTOTUNE", "SHARD_HINT", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY"]

@@ -1,0 +1,152 @@
+"""``DatasetIterator``: what ``iter(dataset)`` returns.
+
+It runs the passes over the dataset's graph, builds the iterator tree in a fresh context and exposes the
+tf.data iterator protocol (``next``, ``get_next``, ``get_next_as_optional``), saved state
+(``get_state``/``set_state``), statistics and the record of skipped errors. Closing it (explicitly, as a
+context manager, or by garbage collection) stops every thread and process of the tree.
+"""
+
+from __future__ import annotations
+
+from . import graph
+from .errors import FailedPreconditionError, InvalidArgumentError, OutOfRangeError
+from .iterators.context import IteratorContext
+from .passes import run_passes
+
+STATE_VERSION = 1
+
+
+class Optional:
+    """tf.experimental.Optional: a value or nothing (``get_next_as_optional``)."""
+
+    __slots__ = ("_value", "_has")
+
+    def __init__(self, value=None, has_value=False):
+        self._value, self._has = value, has_value
+
+    def has_value(self) -> bool:
+        return self._has
+
+    def get_value(self):
+        if not self._has:
+            raise InvalidArgumentError("The Optional does not have a value.", "Optional.get_value")
+        return self._value
+
+
+class DatasetIterator:
+    def __init__(self, dataset, state: dict | None = None, options=None, auto_shard=None):
+        self._dataset = dataset
+        iteration = dataset._iterations
+        dataset._iterations += 1
+        root, effective, log = run_passes(dataset._node, options, auto_shard=auto_shard)
+        self.rewrites = log
+        self.graph = root
+        self._fingerprint = graph.fingerprint(dataset._node)
+        stats = None
+        if effective.experimental_statistics:
+            from .stats import StatsRecorder
+
+            stats = StatsRecorder()
+        self._ctx = IteratorContext(effective, iteration=(iteration,), stats=stats)
+        self._closed = False
+        self._it = None
+        self._it = self._ctx.build(root)
+        if state is not None:
+            self.set_state(state)
+
+    # ------------------------------------------------------------------ protocol
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        try:
+            return self._it.next()
+        except StopIteration:
+            raise StopIteration from None
+
+    next = __next__
+
+    def get_next(self):
+        try:
+            return self._it.next()
+        except StopIteration:
+            raise OutOfRangeError("End of sequence", "get_next") from None
+
+    def get_next_as_optional(self) -> Optional:
+        try:
+            return Optional(self._it.next(), True)
+        except StopIteration:
+            return Optional()
+
+    def next_many(self, n: int) -> list:
+        """Up to ``n`` elements at once (``[]`` at the end): fewer Python calls per element."""
+        return self._it.next_many(n)
+
+    @property
+    def element_spec(self):
+        return self._dataset.element_spec
+
+    # ------------------------------------------------------------------ state
+    def get_state(self) -> dict:
+        """The iterator's position: a small nested dict (see ``jaxfeed.pipeline.checkpoint`` to save it)."""
+        self._check_open()
+        return {"version": STATE_VERSION, "fingerprint": self._fingerprint,
+                "iteration": self._ctx.iteration[0], "root": self._it.get_state()}
+
+    def set_state(self, state: dict) -> None:
+        self._check_open()
+        if not isinstance(state, dict) or "root" not in state:
+            raise InvalidArgumentError("Iterator state is not a jaxfeed iterator state (no 'root' entry).",
+                                       "set_state")
+        if state.get("version") != STATE_VERSION:
+            raise InvalidArgumentError(f"Iterator state has version {state.get('version')!r}; this jaxfeed "
+                                       f"reads version {STATE_VERSION}.", "set_state")
+        if state.get("fingerprint") != self._fingerprint:
+            raise FailedPreconditionError(
+                "Iterator state was saved from a different pipeline (graph fingerprint "
+                f"{state.get('fingerprint')} vs {self._fingerprint}); refusing to restore.", "set_state")
+        self._ctx.iteration = (int(state.get("iteration", 0)),)
+        # The tree was built with the old iteration key; rebuild so random stages use the saved one.
+        self._it.close()
+        self._it = self._ctx.build(self.graph)
+        self._it.set_state(state["root"])
+
+    # ------------------------------------------------------------------ reports
+    @property
+    def skipped(self) -> list:
+        """What ``ignore_errors`` skipped: dicts naming the node, the element or file/offset, the error."""
+        return self._ctx.skipped
+
+    def stats(self):
+        """Per-node statistics and the bottleneck (needs ``Options.experimental_statistics = True``)."""
+        if self._ctx.stats is None:
+            raise FailedPreconditionError("Statistics are off; set Options().experimental_statistics = True "
+                                          "and attach it with with_options.", "stats")
+        return self._ctx.stats.report(self._it)
+
+    # ------------------------------------------------------------------ lifetime
+    def _check_open(self):
+        if self._closed:
+            raise FailedPreconditionError("The iterator is closed.", "iterator")
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._it is not None:
+                self._it.close()
+        finally:
+            self._ctx.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -1,0 +1,126 @@
+"""The contract of an iterator: a small class with explicit state that executes one node.
+
+- ``next()`` returns the next element or raises ``StopIteration``; once exhausted it keeps raising.
+- ``next_many(n)`` returns a list of 1..n elements, or ``[]`` at the end. Per-element work belongs in such
+  a block loop: it is how elements move between stages without per-element call overhead. Fewer than
+  ``n`` elements do *not* mean the end; only ``[]`` does. An error met in the middle of a block is raised
+  by the *next* call, after the elements before it have been returned.
+- The base class owns ``next``/``next_many`` (they deliver a deferred error first); subclasses implement
+  ``_next`` and, for block work, ``_next_many``.
+- ``get_state()`` returns a small dict (positions, counters, RNG states; buffered elements only where they
+  must be), ``set_state(state)`` restores it into a fresh iterator of the same node. Child states nest
+  under their own keys. Background work (threads, processes) starts at the first ``next``, so creating an
+  iterator and restoring a state is cheap.
+- ``close()`` releases threads, processes and files; it is idempotent and closes the children.
+
+Index streams: an iterator whose elements are the elements of a random-access node at some indices sets
+``index_source`` to that node and implements ``next_indices(n)`` (an int64 array, empty at the end).
+Downstream stages (batch) can then gather a whole batch with one vectorised index.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import structure
+from ..errors import FailedPreconditionError
+
+
+class Iterator:
+    index_source = None  # the random-access node this iterator streams indices into, if any
+    _deferred = None  # an error met in the middle of a block, raised by the next call
+
+    def __init__(self, node, ctx):
+        self.node = node
+        self.ctx = ctx
+
+    # ------------------------------------------------------------------ public protocol
+    def next(self):
+        if self._deferred is not None:
+            self._raise_deferred()
+        return self._next()
+
+    def next_many(self, n: int) -> list:
+        if self._deferred is not None:
+            self._raise_deferred()
+        return self._next_many(n)
+
+    def _raise_deferred(self):
+        error, self._deferred = self._deferred, None
+        raise error
+
+    # ------------------------------------------------------------------ subclass hooks
+    def _next(self):
+        if self.index_source is not None:
+            idx = self.next_indices(1)
+            if len(idx) == 0:
+                raise StopIteration
+            return self.index_source.element_at(int(idx[0]))
+        raise NotImplementedError(f"{type(self).__name__}.next")
+
+    def _next_many(self, n: int) -> list:
+        if self.index_source is not None:
+            idx = self.next_indices(n)
+            if len(idx) == 0:
+                return []
+            return structure.unstack_rows(self.index_source.gather(idx), len(idx))
+        out = []
+        nxt = self._next
+        try:
+            for _ in range(n):
+                out.append(nxt())
+        except StopIteration:
+            pass
+        except Exception as e:  # noqa: BLE001
+            if not out:
+                raise
+            self._deferred = e  # deliver what came before the error first
+        return out
+
+    def next_indices(self, n: int) -> np.ndarray:
+        raise NotImplementedError(f"{type(self).__name__} does not stream indices")
+
+    # ------------------------------------------------------------------ state
+    def get_state(self) -> dict:
+        raise FailedPreconditionError(f"{self.node.kind} iterators cannot save their state", self.node.kind)
+
+    def set_state(self, state: dict) -> None:
+        raise FailedPreconditionError(f"{self.node.kind} iterators cannot restore state", self.node.kind)
+
+    # ------------------------------------------------------------------ lifetime
+    def children(self) -> list["Iterator"]:
+        return []
+
+    def close(self) -> None:
+        for child in self.children():
+            if child is not None:
+                child.close()
+
+
+def take_exactly(it: Iterator, n: int) -> list:
+    """Up to ``n`` elements, fewer only at the end of the input."""
+    out = it.next_many(n)
+    if not out:
+        return out
+    while len(out) < n:
+        more = it.next_many(n - len(out))
+        if not more:
+            break
+        out.extend(more)
+    return out
+
+
+def indices_exactly(it: Iterator, n: int) -> np.ndarray:
+    """Up to ``n`` indices from an index stream, fewer only at the end."""
+    idx = it.next_indices(n)
+    if len(idx) == n or len(idx) == 0:
+        return idx
+    parts = [idx]
+    got = len(idx)
+    while got < n:
+        more = it.next_indices(n - got)
+        if len(more) == 0:
+            break
+        parts.append(more)
+        got += len(more)
+    return np.concatenate(parts)

@@ -1,0 +1,101 @@
+"""``batch``: one vectorised gather per batch over index streams, else one stack per batch.
+
+With ``num_parallel_calls`` the stacking (the memory copy) runs on worker threads while the consumer
+gathers the next batch's elements.
+"""
+
+from __future__ import annotations
+
+import collections
+from concurrent import futures
+
+from .. import structure
+from .base import Iterator, indices_exactly, take_exactly
+
+
+class BatchIterator(Iterator):
+    def __init__(self, node, ctx):
+        super().__init__(node, ctx)
+        self.input = ctx.build(node.inputs[0])
+        self._size = node.batch_size
+        self._drop = node.drop_remainder
+        self._label = node.label()
+        self._parallel = node.num_parallel_calls is not None
+        self._pool = None
+        self._inflight: collections.deque = collections.deque()
+        self._done = False
+
+    def _collect(self):
+        """The next batch's content: (random-access source, indices) or (None, elements); None at the end."""
+        source = self.input.index_source
+        if source is not None:
+            idx = indices_exactly(self.input, self._size)
+            if len(idx) == 0 or (self._drop and len(idx) < self._size):
+                return None
+            return source, idx
+        elements = take_exactly(self.input, self._size)
+        if not elements or (self._drop and len(elements) < self._size):
+            return None
+        return None, elements
+
+    def _build(self, job):
+        source, content = job
+        if source is not None:
+            return source.gather(content)
+        return structure.stack(content, what=f"batch ({self._label})")
+
+    def _next(self):
+        if not self._parallel:
+            if self._done:
+                raise StopIteration
+            job = self._collect()
+            if job is None:
+                self._done = True
+                raise StopIteration
+            return self._build(job)
+        return self._next_parallel()
+
+    def _next_parallel(self):
+        if self._pool is None:
+            workers = max(1, self.node.num_parallel_calls if self.node.num_parallel_calls > 0 else self.ctx.cpu_count)
+            self._pool = futures.ThreadPoolExecutor(workers, thread_name_prefix="jaxfeed-batch")
+            self._depth = workers
+        while not self._done and len(self._inflight) < self._depth:
+            job = self._collect()
+            if job is None:
+                self._done = True
+                break
+            self._inflight.append(self._pool.submit(self._build, job))
+        if not self._inflight:
+            raise StopIteration
+        return self._inflight.popleft().result()
+
+    def children(self):
+        return [self.input]
+
+    def get_state(self):
+        pending = [f.result() for f in self._inflight]
+        self._inflight.clear()
+        state = {"input": self.input.get_state(), "done": self._done, "pending": pending}
+        for batch in pending:  # keep them deliverable after saving
+            self._inflight.append(_Ready(batch))
+        return state
+
+    def set_state(self, state):
+        self.input.set_state(state["input"])
+        self._done = bool(state["done"])
+        self._inflight = collections.deque(_Ready(b) for b in state["pending"])
+
+    def close(self):
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+        super().close()
+
+
+class _Ready:
+    def __init__(self, value):
+        self._value = value
+
+    def result(self):
+        return self._value

@@ -1,0 +1,111 @@
+"""Running a user function over a block of elements, keeping failures in place.
+
+A block runs in one tight loop. When the function raises for an element, the exception is stored in that
+element's slot (as a ``Failure``) and the loop goes on, so the consumer receives the elements before it,
+then the error, then the elements after it -- the order of a sequential run -- and ``ignore_errors`` can
+skip exactly the failed element.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import structure
+from ..errors import in_transformation
+
+_PLAIN_LEAVES = (np.ndarray, np.generic, bytes)
+
+
+class Failure:
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
+def apply_block(fn, block: list, unpack: bool, label: str, first_position: int, extra=None):
+    """``[fn(x) for x in block]`` with tf.data's argument unpacking and failures kept in place.
+
+    Returns ``(results, failed)`` where ``failed`` says whether any slot holds a ``Failure``. ``extra``, when
+    given, is a function ``position -> value`` whose result is passed as a last argument (per-element RNGs).
+    """
+    out = []
+    append = out.append
+    failed = False
+    if extra is None and not unpack:
+        it = iter(block)
+        while True:
+            try:
+                for x in it:
+                    append(fn(x))
+                break
+            except Exception as e:  # noqa: BLE001 - user code; re-raised in the consumer
+                append(Failure(in_transformation(e, label, first_position + len(out))))
+                failed = True
+    else:
+        for i, x in enumerate(block):
+            try:
+                args = x if (unpack and type(x) is tuple) else (x,)
+                if extra is not None:
+                    args = args + (extra(first_position + i),)
+                append(fn(*args))
+            except Exception as e:  # noqa: BLE001
+                append(Failure(in_transformation(e, label, first_position + i)))
+                failed = True
+    return normalize_results(out, label), failed
+
+
+def normalize_results(out: list, label: str) -> list:
+    """Turn function results into elements (lists become tuples, Python scalars numpy values)."""
+    if not out:
+        return out
+    t = type(out[0])
+    if t in _PLAIN_LEAVES and all(type(o) is t for o in out):
+        return out
+    result = []
+    for o in out:
+        if type(o) is Failure:
+            result.append(o)
+            continue
+        try:
+            result.append(structure.normalize(o, f"result of {label}"))
+        except Exception as e:  # noqa: BLE001
+            result.append(Failure(in_transformation(e, label)))
+    return result
+
+
+class Delivery:
+    """Hands out a block's results one by one or in runs, raising failures in their place."""
+
+    __slots__ = ("items", "pos", "failed")
+
+    def __init__(self, items=(), failed=False):
+        self.items = list(items)
+        self.pos = 0
+        self.failed = failed
+
+    def __len__(self):
+        return len(self.items) - self.pos
+
+    def take(self, n: int) -> list:
+        """Up to ``n`` results; raises the failure if it is the first one due."""
+        items, pos = self.items, self.pos
+        if not self.failed:
+            out = items[pos:pos + n]
+            self.pos = pos + len(out)
+            return out
+        end = min(pos + n, len(items))
+        for j in range(pos, end):
+            if type(items[j]) is Failure:
+                if j == pos:
+                    self.pos = pos + 1
+                    raise items[j].error
+                end = j
+                break
+        out = items[pos:end]
+        self.pos = end
+        return out
+
+    def remaining(self) -> list:
+        """The undelivered results (failures included), for a saved state."""
+        return self.items[self.pos:]

@@ -1,0 +1,161 @@
+"""``prefetch``: a producer thread fills a bounded buffer, pulling blocks of elements from its input.
+
+Saving state is consistent while the producer runs: ``get_state`` takes the input lock (so the producer is
+not inside its input), then records the input's state and the buffered elements.
+
+AUTOTUNE sizing: the buffer starts at 2 elements and doubles (up to ``MAX_AUTOTUNE`` and the RAM budget)
+whenever the consumer finds it empty, i.e. when the consumer waited on the producer.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+
+from .base import Iterator
+from .blocks import Failure
+
+CHUNK = 64
+MAX_AUTOTUNE = 64
+_END = object()
+
+
+class PrefetchIterator(Iterator):
+    def __init__(self, node, ctx):
+        super().__init__(node, ctx)
+        self.input = ctx.build(node.inputs[0])
+        self._autotune = node.buffer_size < 0
+        self.capacity = 2 if self._autotune else node.buffer_size
+        self._buf: collections.deque = collections.deque()
+        self._cond = threading.Condition()
+        self._input_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stop = False
+        self._ended = False  # the producer saw the end of the input
+        self.waits = 0  # times the consumer found the buffer empty (for statistics and autotuning)
+        self._ram_budget = ctx.options.autotune.ram_budget
+
+    def _start(self):
+        self._thread = threading.Thread(target=self._produce, name="jaxfeed-prefetch", daemon=True)
+        self._thread.start()
+
+    def _produce(self):
+        while True:
+            with self._cond:
+                while not self._stop and len(self._buf) >= self.capacity:
+                    self._cond.wait()
+                if self._stop:
+                    return
+                room = self.capacity - len(self._buf)
+            with self._input_lock:
+                if self._stop:
+                    return
+                try:
+                    block = self.input.next_many(min(room, CHUNK))
+                except Exception as e:  # noqa: BLE001 - delivered to the consumer in order
+                    block = [Failure(e)]
+                except BaseException as e:  # noqa: BLE001 - never leave the consumer waiting
+                    block = [Failure(e)]
+                    self._stop = True
+            with self._cond:
+                if not block:
+                    self._ended = True
+                    self._buf.append(_END)
+                    self._cond.notify_all()
+                    return
+                self._buf.extend(block)
+                self._cond.notify_all()
+
+    def _wait_for_items(self):
+        if self._thread is None:
+            self._start()
+        with self._cond:
+            if not self._buf:
+                self.waits += 1
+                if self._autotune and self.capacity < MAX_AUTOTUNE:
+                    self.capacity *= 2
+                    self._cond.notify_all()
+                while not self._buf:
+                    self._cond.wait()
+
+    def _next(self):
+        self._wait_for_items()
+        with self._cond:
+            item = self._buf[0]
+            if item is _END:
+                raise StopIteration
+            self._buf.popleft()
+            self._cond.notify_all()
+        if type(item) is Failure:
+            raise item.error
+        return item
+
+    def _next_many(self, n):
+        self._wait_for_items()
+        out = []
+        with self._cond:
+            buf = self._buf
+            while buf and len(out) < n:
+                item = buf[0]
+                if item is _END:
+                    break
+                if type(item) is Failure:
+                    if out:
+                        break
+                    buf.popleft()
+                    self._cond.notify_all()
+                    raise item.error
+                out.append(buf.popleft())
+            self._cond.notify_all()
+        return out
+
+    def children(self):
+        return [self.input]
+
+    def get_state(self):
+        with self._input_lock:
+            with self._cond:
+                buffered = [x for x in self._buf if x is not _END]
+                return {"input": self.input.get_state(), "buffer": buffered, "ended": self._ended,
+                        "capacity": self.capacity}
+
+    def set_state(self, state):
+        self._shutdown()
+        self.input.set_state(state["input"])
+        self._buf = collections.deque(state["buffer"])
+        self._ended = bool(state["ended"])
+        if self._ended:
+            self._buf.append(_END)
+        self.capacity = int(state["capacity"])
+        self._stop = False
+        self._thread = None
+        if self._ended:  # nothing left to produce: never start a thread
+            self._thread = _NO_THREAD
+
+    def _shutdown(self):
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        t = self._thread
+        if t is not None and t is not _NO_THREAD and t is not threading.current_thread():
+            t.join(timeout=30)
+
+    def close(self):
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        # Wait briefly for the producer to leave its input before closing it; it exits on its own after.
+        locked = self._input_lock.acquire(timeout=5)
+        try:
+            super().close()
+        finally:
+            if locked:
+                self._input_lock.release()
+
+
+class _NoThread:
+    def start(self):
+        pass
+
+
+_NO_THREAD = _NoThread()

@@ -1,0 +1,46 @@
+"""The iterator of any random-access source: a position in ``[0, length)``, streamed as indices."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Iterator
+
+
+class RandomAccessIterator(Iterator):
+    def __init__(self, node, ctx):
+        super().__init__(node, ctx)
+        self.index_source = node
+        self._n = node.length()
+        self._pos = 0
+
+    def _next(self):
+        pos = self._pos
+        if pos >= self._n:
+            raise StopIteration
+        self._pos = pos + 1
+        return self.node.element_at(pos)
+
+    def _next_many(self, n):
+        start = self._pos
+        stop = min(start + n, self._n)
+        if start >= stop:
+            return []
+        self._pos = stop
+        idx = np.arange(start, stop, dtype=np.int64)
+        batch = self.node.gather(idx)
+        from ..structure import unstack_rows
+
+        return unstack_rows(batch, stop - start)
+
+    def next_indices(self, n):
+        start = self._pos
+        stop = min(start + n, self._n)
+        self._pos = max(stop, start)
+        return np.arange(start, stop, dtype=np.int64)
+
+    def get_state(self):
+        return {"pos": self._pos}
+
+    def set_state(self, state):
+        self._pos = int(state["pos"])

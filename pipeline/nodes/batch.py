@@ -1,0 +1,58 @@
+"""``batch``: stack consecutive elements on a new leading dimension."""
+
+from __future__ import annotations
+
+from .. import structure
+from ..errors import InvalidArgumentError
+from .base import INFINITE, UNKNOWN, Node
+from .common import check_int, check_parallelism, warn_deterministic_without_parallelism
+
+
+def check_batch_size(batch_size, transformation="batch") -> int:
+    batch_size = check_int(batch_size, "batch_size", transformation)
+    if batch_size <= 0:
+        raise InvalidArgumentError(f"{transformation}: Batch size must be greater than zero, got {batch_size}.",
+                                   transformation)
+    return batch_size
+
+
+def batched_cardinality(n: int, batch_size: int, drop_remainder: bool) -> int:
+    if n in (INFINITE, UNKNOWN):
+        return n
+    return n // batch_size if drop_remainder else -(-n // batch_size)
+
+
+class Batch(Node):
+    kind = "Batch"
+
+    def __init__(self, input_node, batch_size, drop_remainder=False, num_parallel_calls=None, deterministic=None):
+        super().__init__((input_node,))
+        self.batch_size = check_batch_size(batch_size)
+        if not isinstance(drop_remainder, bool):
+            raise TypeError(f"batch: `drop_remainder` must be a bool, got {drop_remainder!r}")
+        self.drop_remainder = drop_remainder
+        self.num_parallel_calls = check_parallelism(num_parallel_calls, "batch")
+        warn_deterministic_without_parallelism(deterministic, num_parallel_calls, "batch")
+        self.deterministic = deterministic
+
+    @property
+    def lazy_spec(self):
+        return getattr(self.inputs[0], "lazy_spec", False)
+
+    def params(self):
+        p = {"batch_size": self.batch_size, "drop_remainder": self.drop_remainder}
+        if self.num_parallel_calls is not None:
+            p["num_parallel_calls"] = self.num_parallel_calls
+        return p
+
+    def compute_spec(self):
+        dim = self.batch_size if self.drop_remainder else None
+        return structure.map_structure(lambda s: s.with_leading(dim), self.inputs[0].element_spec)
+
+    def cardinality(self):
+        return batched_cardinality(self.inputs[0].cardinality(), self.batch_size, self.drop_remainder)
+
+    def make_iterator(self, ctx):
+        from ..iterators.batch import BatchIterator
+
+        return BatchIterator(self, ctx)

@@ -1,0 +1,136 @@
+"""Helpers shared by node definitions: argument checks, calling user functions, sampling an element."""
+
+from __future__ import annotations
+
+import inspect
+import numbers
+
+import numpy as np
+
+from .. import structure
+from ..errors import InvalidArgumentError
+from .base import INFINITE, UNKNOWN, Node
+
+AUTOTUNE = -1
+SHARD_HINT = -1
+
+
+def call(fn, element):
+    """Call a user function the way tf.data does: a top-level (plain) tuple is spread into positional
+    arguments; namedtuples, dicts and leaves are passed as one argument."""
+    if type(element) is tuple:
+        return fn(*element)
+    return fn(element)
+
+
+def arity(spec) -> int:
+    return len(spec) if type(spec) is tuple else 1
+
+
+def check_signature(fn, input_node: Node, transformation: str, extra_args: int = 0) -> None:
+    """Raise TypeError at construction when ``fn`` cannot take the element's unpacked arguments."""
+    if not callable(fn):
+        raise TypeError(f"{transformation}: the function must be callable, got {type(fn).__name__}")
+    if getattr(input_node, "lazy_spec", False):
+        return  # finding the input's structure would run user code; the call itself will tell
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # builtins and C functions: nothing to check
+    n = arity(input_node.element_spec) + extra_args
+    try:
+        sig.bind(*([None] * n))
+    except TypeError as e:
+        raise TypeError(
+            f"{transformation}: function {getattr(fn, '__qualname__', fn)!r} cannot take the {n} "
+            f"positional argument(s) its input elements unpack to ({structure.describe(input_node.element_spec)}):"
+            f" {e}") from None
+
+
+def check_int(value, name: str, transformation: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
+        if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iu":
+            return int(value)
+        raise TypeError(f"{transformation}: `{name}` must be an integer, got {value!r} ({type(value).__name__})")
+    return int(value)
+
+
+def check_parallelism(value, transformation: str):
+    if value is None:
+        return None
+    value = check_int(value, "num_parallel_calls", transformation)
+    if value <= 0 and value != AUTOTUNE:
+        raise InvalidArgumentError(
+            f"{transformation}: num_parallel_calls must be greater than zero or AUTOTUNE, got {value}.",
+            transformation)
+    return value
+
+
+def warn_deterministic_without_parallelism(deterministic, num_parallel_calls, transformation):
+    if deterministic is not None and num_parallel_calls is None:
+        import warnings
+
+        warnings.warn(
+            f"{transformation}: The `deterministic` argument has no effect unless the `num_parallel_calls` "
+            "argument is specified.", UserWarning, stacklevel=4)
+
+
+def sample_element(node: Node):
+    """One element of ``node``, cheaply where possible, to infer what a function returns.
+
+    Nodes whose spec equals their input's delegate to it (no shuffle buffer is filled); random-access
+    nodes fetch index 0; anything else runs a throw-away iterator for one element. Raises StopIteration
+    for an empty input."""
+    hook = getattr(node, "sample", None)
+    if hook is not None:
+        return hook()
+    if node.random_access():
+        if node.length() == 0:
+            raise StopIteration
+        return node.element_at(0)
+    from ..iterators.context import IteratorContext
+
+    ctx = IteratorContext()
+    it = node.make_iterator(ctx)
+    try:
+        return it.next()
+    finally:
+        it.close()
+        ctx.close()
+
+
+UNKNOWN_SPEC = structure.TensorSpec(None, object)
+
+
+def spec_from_function(fn, input_node: Node, transform_output=None):
+    """The spec of ``fn``'s result on a sample element (tf.data traces; we run once on real data)."""
+    try:
+        element = sample_element(input_node)
+    except StopIteration:
+        return UNKNOWN_SPEC
+    out = call(fn, element)
+    if transform_output is not None:
+        out = transform_output(out)
+    return structure.spec_of(structure.normalize(out))
+
+
+class PassThrough(Node):
+    """A node with one input whose elements have the input's spec (shuffle, take, prefetch, ...)."""
+
+    def compute_spec(self):
+        return self.inputs[0].element_spec
+
+    @property
+    def lazy_spec(self):
+        return getattr(self.inputs[0], "lazy_spec", False)
+
+    def sample(self):
+        return sample_element(self.inputs[0])
+
+
+def input_cardinality(node: Node) -> int:
+    return node.inputs[0].cardinality()
+
+
+__all__ = ["AUTOTUNE", "SHARD_HINT", "INFINITE", "UNKNOWN", "call", "check_int", "check_parallelism",
+           "check_signature", "sample_element", "spec_from_function", "PassThrough", "UNKNOWN_SPEC"]

@@ -1,0 +1,85 @@
+"""``map``: apply a function to every element, sequentially, on threads, or in worker processes."""
+
+from __future__ import annotations
+
+from .. import graph, random_seed
+from .base import Node
+from .common import (call, check_parallelism, check_signature, spec_from_function,
+                     warn_deterministic_without_parallelism)
+
+EXECUTORS = (None, "thread", "process")
+
+
+class Map(Node):
+    kind = "Map"
+    lazy_spec = True  # the spec comes from running the function once
+
+    def __init__(self, input_node, map_func, num_parallel_calls=None, deterministic=None, *, vectorized=False,
+                 executor=None, with_rng=False, seed=None, stateful=None):
+        super().__init__((input_node,))
+        check_signature(map_func, input_node, "map", extra_args=1 if with_rng else 0)
+        self.map_func = map_func
+        self.num_parallel_calls = check_parallelism(num_parallel_calls, "map")
+        warn_deterministic_without_parallelism(deterministic, num_parallel_calls, "map")
+        self.deterministic = None if deterministic is None else bool(deterministic)
+        if executor not in EXECUTORS:
+            raise ValueError(f"map: executor must be one of {EXECUTORS[1:]}, got {executor!r}")
+        self.executor = executor
+        self.vectorized = bool(vectorized)
+        self.with_rng = bool(with_rng)
+        self.stateful = stateful
+        self.is_random = self.with_rng
+        # Seeds are fixed when the node is built (as tf.data does); the identity keeps them stable.
+        self.seeds = random_seed.resolve(seed, f"Map:{graph.fingerprint(input_node)}:"
+                                               f"{graph.function_identity(map_func) if hasattr(map_func, '__code__') else map_func!r}") \
+            if with_rng else None
+        self.op_seed = seed
+
+    def params(self):
+        p = {"map_func": self.map_func, "num_parallel_calls": self.num_parallel_calls,
+             "deterministic": self.deterministic}
+        for key in ("vectorized", "with_rng"):
+            if getattr(self, key):
+                p[key] = True
+        if self.executor:
+            p["executor"] = self.executor
+        if self.with_rng:
+            p["seed"] = self.op_seed
+        return p
+
+    def functions(self):
+        return {"map_func": self.map_func}
+
+    def compute_spec(self):
+        fn = self.map_func
+        if self.with_rng:
+            rng = random_seed.generator((0, 0))
+            fn = _with_extra_arg(self.map_func, rng)
+        return spec_from_function(fn, self.inputs[0])
+
+    def cardinality(self):
+        return self.inputs[0].cardinality()
+
+    def make_iterator(self, ctx):
+        if self.num_parallel_calls is None:
+            from ..iterators.map import MapIterator
+
+            return MapIterator(self, ctx)
+        executor = self.executor or ctx.options.execution.executor or "thread"
+        if executor == "process":
+            from ..iterators.process_map import ProcessMapIterator
+
+            return ProcessMapIterator(self, ctx)
+        from ..iterators.parallel_map import ParallelMapIterator
+
+        return ParallelMapIterator(self, ctx)
+
+
+def _with_extra_arg(fn, extra):
+    def call_with(*args):
+        return fn(*args, extra)
+
+    return call_with
+
+
+__all__ = ["Map", "call"]

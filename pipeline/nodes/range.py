@@ -1,0 +1,59 @@
+"""``Dataset.range``: Python ``range`` semantics, random-access."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ..errors import InvalidArgumentError
+from ..structure import TensorSpec
+from .base import Node
+
+
+class Range(Node):
+    kind = "Range"
+    is_source = True
+
+    def __init__(self, *args, output_type=np.int64):
+        if not args:
+            raise ValueError("Dataset.range: expected 1 to 3 arguments (start, stop, step), got none.")
+        if len(args) > 3:
+            raise ValueError(f"Dataset.range: expected 1 to 3 arguments, got {len(args)}.")
+        for a in args:
+            if isinstance(a, bool) or not isinstance(a, (numbers.Integral, np.integer)):
+                raise TypeError(f"Dataset.range: arguments must be integers, got {a!r} ({type(a).__name__}).")
+        start, stop, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) == 3 else 1)
+        if step == 0:
+            raise InvalidArgumentError("Dataset.range: step must be a non-zero integer.", "Range")
+        super().__init__()
+        self.start, self.stop, self.step = int(start), int(stop), int(step)
+        self.dtype = np.dtype(output_type)
+        self._len = len(range(self.start, self.stop, self.step))
+
+    def params(self):
+        return {"start": self.start, "stop": self.stop, "step": self.step, "output_type": self.dtype.name}
+
+    def compute_spec(self):
+        return TensorSpec((), self.dtype)
+
+    def cardinality(self):
+        return self._len
+
+    def random_access(self):
+        return True
+
+    def length(self):
+        return self._len
+
+    def gather(self, indices):
+        values = self.start + self.step * np.asarray(indices, dtype=np.int64)
+        return values.astype(self.dtype, copy=False)
+
+    def element_at(self, index):
+        return self.dtype.type(self.start + self.step * int(index))
+
+    def make_iterator(self, ctx):
+        from ..iterators.random_access import RandomAccessIterator
+
+        return RandomAccessIterator(self, ctx)

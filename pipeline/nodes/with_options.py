@@ -1,0 +1,25 @@
+"""``with_options``: attaches Options; the options pass merges them and drops this node before running."""
+
+from __future__ import annotations
+
+from ..options import Options
+from .common import PassThrough
+
+
+class WithOptions(PassThrough):
+    kind = "WithOptions"
+
+    def __init__(self, input_node, options: Options):
+        super().__init__((input_node,))
+        if not isinstance(options, Options):
+            raise TypeError(f"with_options: expected an Options, got {type(options).__name__}")
+        self.attached_options = options
+
+    def params(self):
+        return {"options": self.attached_options}
+
+    def cardinality(self):
+        return self.inputs[0].cardinality()
+
+    def make_iterator(self, ctx):
+        return ctx.build(self.inputs[0])

@@ -1,0 +1,80 @@
+"""The global seed and how random transformations get their seeds (TensorFlow's two-level scheme).
+
+This module holds one of jaxfeed's few documented global switches: the global seed, set by
+``jaxfeed.determinism.set_random_seed`` (or ``set_global_seed`` here).
+
+Rules, applied when a random transformation is *constructed* (as in tf.data):
+- op seed and global seed: both are used;
+- op seed only: the global seed defaults to the constant 87654321, so runs reproduce;
+- global seed only: the op seed is derived from the node's **stable identity** -- a digest of its kind,
+  its arguments and the graph above it -- not from a counter of ops built so far. Adding an unrelated
+  transformation elsewhere (another branch, or downstream) does not change this node's randomness;
+  changing what feeds it does.
+- neither: fresh entropy is drawn when each iterator is created, so each run differs (and determinism
+  mode refuses such a pipeline).
+
+Each iterator then seeds a numpy ``PCG64`` generator from (global seed, op seed, iteration key), where the
+iteration key says which epoch of which enclosing ``repeat`` the iterator serves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+import numpy as np
+
+DEFAULT_GRAPH_SEED = 87654321
+
+_global_seed: int | None = None
+
+
+def set_global_seed(seed: int | None) -> None:
+    global _global_seed
+    if seed is not None and (not isinstance(seed, (int, np.integer)) or isinstance(seed, bool)):
+        raise TypeError(f"seed must be an int or None, got {seed!r}")
+    _global_seed = None if seed is None else int(seed)
+
+
+def get_global_seed() -> int | None:
+    return _global_seed
+
+
+def resolve(op_seed: int | None, identity: str) -> tuple[int, int] | None:
+    """(global seed, op seed) for a node built now, or None when the run should draw fresh entropy."""
+    if op_seed is not None and (not isinstance(op_seed, (int, np.integer)) or isinstance(op_seed, bool)):
+        raise TypeError(f"seed must be an int or None, got {op_seed!r}")
+    g = _global_seed
+    if op_seed is None and g is None:
+        return None
+    if g is None:
+        g = DEFAULT_GRAPH_SEED
+    if op_seed is None:
+        op_seed = int.from_bytes(hashlib.blake2b(identity.encode(), digest_size=8).digest(), "little") >> 1
+    return int(g), int(op_seed)
+
+
+def fresh() -> tuple[int, int]:
+    """Seeds from the operating system's entropy, for unseeded transformations."""
+    return secrets.randbits(63), secrets.randbits(63)
+
+
+def generator(seeds: tuple[int, int], *keys: int) -> np.random.Generator:
+    """A numpy generator for (seeds, keys); the same inputs give the same stream in any process."""
+    material = [s & 0xFFFFFFFFFFFFFFFF for s in seeds] + [int(k) & 0xFFFFFFFFFFFFFFFF for k in keys]
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(material)))
+
+
+def generator_state(gen: np.random.Generator) -> dict:
+    """A JSON-friendly snapshot of a PCG64 generator."""
+    state = gen.bit_generator.state
+    return {"state": int(state["state"]["state"]), "inc": int(state["state"]["inc"]),
+            "has_uint32": int(state["has_uint32"]), "uinteger": int(state["uinteger"])}
+
+
+def restore_generator(snapshot: dict) -> np.random.Generator:
+    bitgen = np.random.PCG64()
+    bitgen.state = {"bit_generator": "PCG64",
+                    "state": {"state": int(snapshot["state"]), "inc": int(snapshot["inc"])},
+                    "has_uint32": int(snapshot["has_uint32"]), "uinteger": int(snapshot["uinteger"])}
+    return np.random.Generator(bitgen)
