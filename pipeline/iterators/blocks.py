@@ -60,7 +60,7 @@ def normalize_results(out: list, label: str) -> list:
     if not out:
         return out
     t = type(out[0])
-    if t in _PLAIN_LEAVES and all(type(o) is t for o in out):
+    if issubclass(t, _PLAIN_LEAVES) and all(type(o) is t for o in out):
         return out
     result = []
     for o in out:

@@ -1,0 +1,1 @@
+"""jaxfeed.bench: throughput benchmarks on built-in synthetic data (``python -m jaxfeed.bench``)."""
