@@ -47,12 +47,15 @@ class DatasetIterator:
             from .stats import StatsRecorder
 
             stats = StatsRecorder()
-        self._ctx = IteratorContext(effective, iteration=(iteration,), stats=stats)
         self._closed = False
         self._it = None
+        if state is not None:
+            self._check_state(state)
+            iteration = int(state.get("iteration", 0))  # random stages must use the saved epoch key
+        self._ctx = IteratorContext(effective, iteration=(iteration,), stats=stats)
         self._it = self._ctx.build(root)
         if state is not None:
-            self.set_state(state)
+            self._it.set_state(state["root"])
 
     # ------------------------------------------------------------------ protocol
     def __iter__(self):
@@ -95,6 +98,16 @@ class DatasetIterator:
 
     def set_state(self, state: dict) -> None:
         self._check_open()
+        self._check_state(state)
+        iteration = (int(state.get("iteration", 0)),)
+        if iteration != self._ctx.iteration:
+            # The tree was built with another iteration key; rebuild so random stages use the saved one.
+            self._ctx.iteration = iteration
+            self._it.close()
+            self._it = self._ctx.build(self.graph)
+        self._it.set_state(state["root"])
+
+    def _check_state(self, state) -> None:
         if not isinstance(state, dict) or "root" not in state:
             raise InvalidArgumentError("Iterator state is not a jaxfeed iterator state (no 'root' entry).",
                                        "set_state")
@@ -105,11 +118,6 @@ class DatasetIterator:
             raise FailedPreconditionError(
                 "Iterator state was saved from a different pipeline (graph fingerprint "
                 f"{state.get('fingerprint')} vs {self._fingerprint}); refusing to restore.", "set_state")
-        self._ctx.iteration = (int(state.get("iteration", 0)),)
-        # The tree was built with the old iteration key; rebuild so random stages use the saved one.
-        self._it.close()
-        self._it = self._ctx.build(self.graph)
-        self._it.set_state(state["root"])
 
     # ------------------------------------------------------------------ reports
     @property
