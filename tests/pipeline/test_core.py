@@ -440,3 +440,25 @@ def test_state_from_another_pipeline_is_refused():
     with pytest.raises(errors.InvalidArgumentError):
         Dataset.range(5).make_iterator(state={"nope": 1})
     assert pickle.loads(pickle.dumps(state)) == state
+
+
+def test_garbage_collected_iterator_stops_its_threads():
+    import gc
+    import threading
+    import time
+
+    before = threading.active_count()
+    it = iter(Dataset.range(10**6).map(lambda x: x, num_parallel_calls=2).prefetch(10))
+    next(it)
+    del it
+    gc.collect()
+    deadline = time.time() + 5
+    while threading.active_count() > before and time.time() < deadline:
+        time.sleep(0.01)
+    assert threading.active_count() <= before
+
+
+def test_experimental_deterministic_is_an_alias():
+    o = Options()
+    o.experimental_deterministic = False
+    assert o.deterministic is False and o.experimental_deterministic is False
