@@ -1,0 +1,125 @@
+"""Rows of batches, regrouped without going through single elements (``unbatch``, ``rebatch``, replicas).
+
+A ``RowQueue`` holds pending batch pieces (flattened leaves with a start row). Taking rows slices the
+pieces -- views, no copy -- and only a batch that spans pieces costs one ``np.concatenate`` per leaf.
+
+``regroup(batches, sizes)`` is the pure form: the rows of ``batches``, in order, cut into batches of
+``sizes[0], sizes[1], ...`` (used in turn). ``jaxfeed.distribute`` splits a global batch with it.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+
+from .. import structure
+from ..errors import InvalidArgumentError
+
+
+class RowQueue:
+    def __init__(self, what: str = "unbatch"):
+        self._what = what  # the transformation, for messages
+        self._pieces: collections.deque = collections.deque()  # [template, leaves, start]
+        self.rows = 0
+        self._empty = None  # a zero-row batch of the input's structure (for rebatch sizes of 0)
+
+    def push(self, batch) -> None:
+        leaves = structure.flatten(batch)
+        n = _leading_dim(leaves, self._what, batch)
+        if self._empty is None:
+            self._empty = structure.pack_as(batch, [leaf[:0] for leaf in leaves])
+        if n:
+            self._pieces.append([batch, leaves, 0])
+            self.rows += n
+
+    def take_rows(self, k: int) -> list:
+        """Up to ``k`` elements (rows), all from the oldest piece; ``[]`` when empty."""
+        if not self._pieces:
+            return []
+        piece = self._pieces[0]
+        template, leaves, start = piece
+        stop = min(start + k, len(leaves[0]))
+        if structure.is_nested(template):
+            out = [structure.pack_as(template, [leaf[j] for leaf in leaves]) for j in range(start, stop)]
+        else:
+            out = list(leaves[0][start:stop])
+        self._consume(piece, stop)
+        return out
+
+    def take_batch(self, k: int):
+        """The next ``k`` rows as one batch (``k`` <= ``rows``; 0 gives an empty batch)."""
+        if k == 0:
+            if self._empty is None:
+                raise ValueError("RowQueue.take_batch(0) before any batch was pushed")
+            return self._empty
+        parts = []
+        need = k
+        while need:
+            piece = self._pieces[0]
+            template, leaves, start = piece
+            stop = min(start + need, len(leaves[0]))
+            parts.append((template, [leaf[start:stop] for leaf in leaves]))
+            need -= stop - start
+            self._consume(piece, stop)
+        template = parts[0][0]
+        if len(parts) == 1:
+            return structure.pack_as(template, parts[0][1])
+        columns = zip(*(leaves for _, leaves in parts))
+        return structure.pack_as(template, [np.concatenate(col) for col in columns])
+
+    def _consume(self, piece, stop):
+        self.rows -= stop - piece[2]
+        if stop == len(piece[1][0]):
+            self._pieces.popleft()
+        else:
+            piece[2] = stop
+
+    # ------------------------------------------------------------------ state
+    def get_state(self) -> dict:
+        """The pending rows (only those not yet taken) and the empty-batch template."""
+        pending = [structure.pack_as(t, [leaf[s:] for leaf in leaves]) for t, leaves, s in self._pieces]
+        return {"pending": pending, "empty": self._empty}
+
+    def set_state(self, state: dict) -> None:
+        self._pieces.clear()
+        self.rows = 0
+        self._empty = state["empty"]
+        for batch in state["pending"]:
+            self.push(batch)
+
+
+def _leading_dim(leaves, what, batch) -> int:
+    sizes = []
+    for leaf in leaves:
+        if np.ndim(leaf) == 0:
+            raise InvalidArgumentError(f"{what}: Cannot unbatch an input with scalar components "
+                                       f"(input element {structure.describe(batch)} has a scalar leaf).", what)
+        sizes.append(len(leaf))
+    if any(s != sizes[0] for s in sizes):
+        raise InvalidArgumentError(f"{what}: the components of an input batch must have the same leading "
+                                   f"dimension, got {sizes}.", what)
+    return sizes[0]
+
+
+def regroup(batches, sizes, drop_remainder: bool = False) -> list:
+    """The rows of ``batches`` (structures of arrays, all the same nest) regrouped into batches of
+    ``sizes`` rows, used in turn (an int is one size for all). The last batch is partial unless
+    ``drop_remainder``; nothing is emitted once the rows run out (not even for a size of 0)."""
+    sizes = [sizes] if isinstance(sizes, (int, np.integer)) else list(sizes)
+    if not sizes or any(s < 0 for s in sizes) or not any(sizes):
+        raise ValueError(f"regroup: sizes must be >= 0 and not all 0, got {sizes}")
+    queue = RowQueue("rebatch")
+    for batch in batches:
+        queue.push(batch)
+    out = []
+    i = 0
+    while queue.rows:
+        size = sizes[i]
+        i = (i + 1) % len(sizes)
+        if queue.rows < size:
+            if not drop_remainder:
+                out.append(queue.take_batch(queue.rows))
+            break
+        out.append(queue.take_batch(size))
+    return out

@@ -1,0 +1,66 @@
+"""``rebatch``: exactly ``unbatch().batch(N)``, crossing input batch boundaries (reference 2.4).
+
+``batch_size`` may be a list of sizes used in turn; a size of 0 gives an empty batch. Deviations from
+tf.data (reference recommendation 5), both because tf.data's behaviour only ever surprises: sizes that are
+all 0 (``rebatch(0)``) are rejected -- tf.data yields empty batches forever -- and no trailing empty batch
+is emitted after the data ends (tf.data emits one when the next size in turn is 0).
+"""
+
+from __future__ import annotations
+
+from .. import structure
+from ..errors import InvalidArgumentError
+from .base import UNKNOWN, Node
+from .common import check_int
+from .unbatch import check_batched
+
+
+def check_sizes(batch_size) -> tuple[int, ...]:
+    many = isinstance(batch_size, (list, tuple))
+    sizes = tuple(check_int(s, "batch_size", "rebatch") for s in (batch_size if many else [batch_size]))
+    if not sizes:
+        raise InvalidArgumentError("rebatch: `batch_size` must not be an empty list.", "Rebatch")
+    if any(s < 0 for s in sizes):
+        raise InvalidArgumentError(f"rebatch: batch sizes must be >= 0, got {list(sizes)}.", "Rebatch")
+    if not any(sizes):
+        raise InvalidArgumentError(f"rebatch: batch sizes {list(sizes)} are all 0; that would yield empty batches "
+                                   "forever (tf.data does; jaxfeed refuses).", "Rebatch")
+    return sizes
+
+
+class Rebatch(Node):
+    kind = "Rebatch"
+
+    def __init__(self, input_node, batch_size, drop_remainder=False):
+        super().__init__((input_node,))
+        self.sizes = check_sizes(batch_size)
+        if not isinstance(drop_remainder, bool):
+            raise TypeError(f"rebatch: `drop_remainder` must be a bool, got {drop_remainder!r}")
+        self.drop_remainder = drop_remainder
+        if not self.lazy_spec:
+            check_batched(input_node.element_spec, "rebatch")
+
+    @property
+    def lazy_spec(self):
+        return getattr(self.inputs[0], "lazy_spec", False)
+
+    def params(self):
+        return {"batch_size": list(self.sizes), "drop_remainder": self.drop_remainder}
+
+    def compute_spec(self):
+        spec = self.inputs[0].element_spec
+        check_batched(spec, "rebatch")
+        size = self.sizes[0]
+        static = all(s == size for s in self.sizes) and (
+            self.drop_remainder or all(leaf.shape is not None and leaf.shape[0] is not None
+                                       and leaf.shape[0] % size == 0 for leaf in structure.flatten(spec)))
+        dim = size if static else None
+        return structure.map_structure(lambda s: s.unbatched().with_leading(dim), spec)
+
+    def cardinality(self):
+        return UNKNOWN
+
+    def make_iterator(self, ctx):
+        from ..iterators.rebatch import RebatchIterator
+
+        return RebatchIterator(self, ctx)

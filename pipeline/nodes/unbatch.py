@@ -1,0 +1,50 @@
+"""``unbatch``: split every component along dimension 0 and yield the rows in order (reference 2.3)."""
+
+from __future__ import annotations
+
+from .. import structure
+from .base import UNKNOWN, Node
+
+
+def check_batched(spec, transformation: str) -> None:
+    """ValueError unless every component has rank >= 1 and the known leading dimensions agree."""
+    leading = []
+    for path, leaf in structure.iter_structure_paths(spec):
+        if isinstance(leaf, structure.DatasetSpec):
+            raise TypeError(f"{transformation}: component {path} is a dataset; only arrays can be unbatched.")
+        if leaf.shape is None:
+            continue
+        if len(leaf.shape) == 0:
+            raise ValueError(f"{transformation}: Cannot unbatch an input with scalar components "
+                             f"(component {path} is a scalar).")
+        leading.append((path, leaf.shape[0]))
+    known = [(p, d) for p, d in leading if d is not None]
+    if any(d != known[0][1] for _, d in known):
+        raise ValueError(f"{transformation}: Cannot unbatch an input whose components have different leading "
+                         f"dimensions: {', '.join(f'{p}: {d}' for p, d in known)}; they must match.")
+
+
+class Unbatch(Node):
+    kind = "Unbatch"
+
+    def __init__(self, input_node):
+        super().__init__((input_node,))
+        if not self.lazy_spec:
+            check_batched(input_node.element_spec, "unbatch")
+
+    @property
+    def lazy_spec(self):
+        return getattr(self.inputs[0], "lazy_spec", False)
+
+    def compute_spec(self):
+        spec = self.inputs[0].element_spec
+        check_batched(spec, "unbatch")
+        return structure.map_structure(lambda s: s.unbatched(), spec)
+
+    def cardinality(self):
+        return UNKNOWN  # as tf.data, even when the input batches have a known, fixed size
+
+    def make_iterator(self, ctx):
+        from ..iterators.unbatch import UnbatchIterator
+
+        return UnbatchIterator(self, ctx)
