@@ -1,0 +1,331 @@
+"""Parallel ``map`` in worker processes, for functions that hold the GIL (pure-Python parsing, tokenising).
+
+- Workers start at the first ``next`` (forkserver, so a process with threads is never forked), one pipe
+  each, and receive the cloudpickled function once. Tasks are blocks of input elements, sized so one
+  task takes about ``TARGET_TASK_SECONDS`` (a pipe round trip costs ~100 us); each worker holds at most
+  ``DEPTH`` tasks.
+- Results come back pickled, big numpy leaves through a reusable slab (``shared_memory.SlabPool``).
+- Failures in the function arrive in their element's slot, with their type. A worker that dies is noticed
+  while waiting (its process sentinel is waited on with the pipes): ``WorkerDiedError`` names it.
+- ``get_state`` waits for the tasks in flight and keeps their results in the state (nothing lost or
+  repeated). ``close`` -- also run by the context, by ``weakref.finalize`` on garbage collection and at
+  interpreter exit -- stops the workers and unlinks every slab.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import multiprocessing
+import pickle
+import threading
+import weakref
+from multiprocessing import connection
+
+from .. import structure
+from ..errors import WorkerDiedError
+from ..options import effective_deterministic
+from .base import Iterator
+from .blocks import Delivery, Failure
+from .map import node_seeds
+from .shared_memory import SlabPool, unpack_leaves
+from .worker import STACKED
+
+TARGET_TASK_SECONDS = 0.004
+MAX_BLOCK = 1024
+DEPTH = 2  # tasks in flight per worker: one running, one queued behind it
+POLL_SECONDS = 0.5  # how often a waiting consumer re-checks that its workers live
+JOIN_SECONDS = 2.0
+STOP_SECONDS = 0.1
+
+_ctx = None
+
+
+def mp_context():
+    """The forkserver context (preloading the worker module), or spawn where forkserver is missing."""
+    global _ctx
+    if _ctx is None:
+        try:
+            ctx = multiprocessing.get_context("forkserver")
+            ctx.set_forkserver_preload(["numpy", "cloudpickle", "jaxfeed.pipeline.iterators.worker"])
+        except ValueError:
+            ctx = multiprocessing.get_context("spawn")
+        _ctx = ctx
+    return _ctx
+
+
+_start_lock = threading.Lock()
+
+
+def _start_without_main(process):
+    """Start ``process`` without re-running the user's ``__main__`` in it.
+
+    spawn/forkserver children normally re-import the main script (a script without an
+    ``if __name__ == "__main__"`` guard would then start the pipeline again in every worker). Workers need
+    nothing from it: the function travels by cloudpickle, by value. So the preparation data handed to the
+    child is stripped of the main module, for the duration of this start only."""
+    from multiprocessing import spawn
+
+    with _start_lock:
+        original = spawn.get_preparation_data
+
+        def without_main(name):
+            data = original(name)
+            data.pop("init_main_from_path", None)
+            data.pop("init_main_from_name", None)
+            return data
+
+        spawn.get_preparation_data = without_main
+        try:
+            process.start()
+        finally:
+            spawn.get_preparation_data = original
+
+
+class _Task:
+    __slots__ = ("id", "worker", "position", "size", "slab", "result")
+
+    def __init__(self, task_id, worker, position, size, slab, result=None):
+        self.id, self.worker, self.position, self.size, self.slab = task_id, worker, position, size, slab
+        self.result = result  # (results, failed, tag) once it arrived
+
+
+class _Pool:
+    """Processes, pipes and slabs: everything ``close`` must release, with no reference to the iterator
+    (so ``weakref.finalize`` can run it when the iterator is collected)."""
+
+    def __init__(self, fn, label: str, n: int):
+        import cloudpickle
+
+        fn_bytes = cloudpickle.dumps(fn)
+        ctx = mp_context()
+        self.slabs = SlabPool(n, DEPTH)
+        self.procs, self.conns = [], []
+        from . import worker
+
+        for i in range(n):
+            mine, theirs = ctx.Pipe(duplex=True)
+            p = ctx.Process(target=worker.main, args=(theirs, fn_bytes, label), daemon=True,
+                            name=f"jaxfeed-map-{i}")
+            _start_without_main(p)
+            theirs.close()
+            self.procs.append(p)
+            self.conns.append(mine)
+        self.closed = False
+
+    def close(self):
+        if self.closed:
+            return
+        self.closed = True
+        for conn in self.conns:
+            try:
+                conn.send_bytes(pickle.dumps(None))
+            except (OSError, ValueError):
+                pass
+        for p in self.procs:
+            # A worker blocked writing an answer nobody will read never sees the None: do not wait long.
+            p.join(STOP_SECONDS)
+            if p.is_alive():
+                p.terminate()
+                p.join(JOIN_SECONDS)
+            if p.is_alive():
+                p.kill()
+                p.join()
+        for conn in self.conns:
+            conn.close()
+        self.slabs.close()
+
+
+class ProcessMapIterator(Iterator):
+    def __init__(self, node, ctx):
+        super().__init__(node, ctx)
+        self.input = ctx.build(node.inputs[0])
+        self._label = node.label()
+        self.deterministic = effective_deterministic(ctx.options, node.deterministic)
+        npc = node.num_parallel_calls
+        self.workers = npc if npc and npc > 0 else (ctx.options.execution.num_workers or ctx.cpu_count)
+        self._stack = False  # map+batch fusion sets this: workers stack failure-free blocks
+        self._pool: _Pool | None = None
+        self._finalizer = None
+        self._inflight: collections.deque = collections.deque()
+        self._by_id: dict = {}
+        self._load = [0] * self.workers
+        self._ids = itertools.count()
+        self._ready = Delivery()
+        self._position = 0
+        self._input_done = False
+        self._block = 8  # adapted from the per-element time workers report
+        self._seeds = node_seeds(node)
+        self._dead: WorkerDiedError | None = None
+
+    # ------------------------------------------------------------------ workers
+    def _start(self):
+        self._pool = _Pool(self.node.map_func, self._label, self.workers)
+        self._finalizer = weakref.finalize(self, _Pool.close, self._pool)
+        self.ctx.on_close(self._finalizer)
+
+    def _fill(self):
+        if self._pool is None:
+            self._start()
+        while not self._input_done and len(self._inflight) < DEPTH * self.workers:
+            try:
+                block = self.input.next_many(self._block)
+            except Exception as e:  # noqa: BLE001 - an upstream error is delivered in its place
+                self._inflight.append(_Task(-1, -1, self._position, 0, None, ([Failure(e)], True, None)))
+                continue
+            if not block:
+                self._input_done = True
+                break
+            self._submit(block)
+
+    def _submit(self, block):
+        w = min(range(self.workers), key=self._load.__getitem__)
+        slab = self._pool.slabs.lend(w)
+        task = _Task(next(self._ids), w, self._position, len(block), slab)
+        message = (task.id, self._position, block, type(block[0]) is tuple, slab, self._seeds,
+                   self.ctx.iteration, self._stack)
+        try:
+            self._pool.conns[w].send_bytes(pickle.dumps(message, protocol=5))
+        except (OSError, ValueError):
+            pass  # the worker is gone; waiting for this task will say so
+        self._position += len(block)
+        self._load[w] += 1
+        self._inflight.append(task)
+        self._by_id[task.id] = task
+
+    def _receive(self, want):
+        """Read answers until ``want()`` holds; raise WorkerDiedError when a busy worker has died."""
+        pool = self._pool
+        while not want():
+            busy = [w for w in range(self.workers) if self._load[w]]
+            waitables = [pool.conns[w] for w in busy] + [pool.procs[w].sentinel for w in busy]
+            ready = connection.wait(waitables, timeout=POLL_SECONDS)
+            got_answer = False
+            for w in busy:
+                if pool.conns[w] in ready:
+                    try:
+                        message = pool.conns[w].recv_bytes()
+                    except (EOFError, OSError):  # it died: wait briefly for its exit code
+                        pool.procs[w].join(JOIN_SECONDS)
+                        self._worker_died(w)
+                    self._accept(w, message)
+                    got_answer = True
+            if not got_answer:
+                for w in busy:
+                    if not pool.procs[w].is_alive():
+                        self._worker_died(w)
+
+    def _accept(self, w, message):
+        answer = pickle.loads(message)
+        if answer[0] == "init_error":
+            raise answer[1]
+        task_id, per_element, slab, used, tag, results = answer
+        task = self._by_id.pop(task_id)
+        self._load[w] -= 1
+        failed = any(type(r) is Failure for r in results)
+        if slab is not None or used < 0:
+            if used < 0:
+                self._pool.slabs.want(-used)
+            data = self._pool.slabs.take_back(slab, max(used, 0)) if slab is not None else None
+            if used > 0:
+                results = [_restore(r, data) for r in results]
+        task.result = (results, failed, tag)
+        if per_element > 0:
+            self._block = max(1, min(MAX_BLOCK, int(TARGET_TASK_SECONDS / per_element)))
+
+    def _worker_died(self, w):
+        p = self._pool.procs[w]
+        for task in self._inflight:
+            if task.worker == w and task.result is None and task.slab is not None:
+                self._pool.slabs.forget(task.slab)
+        self._dead = WorkerDiedError(
+            f"map worker process {p.pid} died (exit code {p.exitcode}) while running {self._label}; "
+            f"{self._load[w]} task(s) were lost.", self._label)
+        raise self._dead
+
+    # ------------------------------------------------------------------ delivery
+    def _next_task(self) -> _Task:
+        if self.deterministic:
+            head = self._inflight[0]
+            self._receive(lambda: head.result is not None)
+            return self._inflight.popleft()
+        self._receive(lambda: any(t.result is not None for t in self._inflight))
+        task = next(t for t in self._inflight if t.result is not None)
+        self._inflight.remove(task)
+        return task
+
+    def _refill(self) -> bool:
+        if self._dead is not None:
+            raise self._dead
+        self._fill()
+        if not self._inflight:
+            return False
+        results, failed, tag = self._next_task().result
+        if tag == STACKED:
+            results = structure.unstack_rows(results[0], structure.batched_len(results[0]))
+        self._ready = Delivery(results, failed)
+        self._fill()
+        return True
+
+    def _next(self):
+        if not len(self._ready) and not self._refill():
+            raise StopIteration
+        return self._ready.take(1)[0]
+
+    def _next_many(self, n):
+        if not len(self._ready) and not self._refill():
+            return []
+        return self._ready.take(n)
+
+    def buffer_fill(self) -> float:
+        return len(self._inflight) / (DEPTH * self.workers)
+
+    # ------------------------------------------------------------------ state and lifetime
+    def children(self):
+        return [self.input]
+
+    def get_state(self):
+        if self._dead is not None:
+            raise self._dead
+        pending = self._ready.remaining()
+        if self._inflight:
+            self._receive(lambda: all(t.result is not None for t in self._inflight))
+        for task in self._inflight:
+            results, _, tag = task.result
+            if tag == STACKED:
+                results = structure.unstack_rows(results[0], structure.batched_len(results[0]))
+            pending.extend(results)
+        self._inflight.clear()
+        self._ready = Delivery(pending, any(type(r) is Failure for r in pending))
+        return {"input": self.input.get_state(), "position": self._position, "ready": pending,
+                "input_done": self._input_done, "seeds": self._seeds}
+
+    def set_state(self, state):
+        self._shutdown()
+        self.input.set_state(state["input"])
+        self._position = int(state["position"])
+        self._input_done = bool(state["input_done"])
+        self._ready = Delivery(state["ready"], any(type(r) is Failure for r in state["ready"]))
+        self._seeds = None if state["seeds"] is None else tuple(state["seeds"])
+
+    def _shutdown(self):
+        """Stop the workers (answers in flight are dropped with them) and forget the tasks."""
+        if self._finalizer is not None:
+            self._finalizer()
+        self._pool = self._finalizer = None
+        self._inflight.clear()
+        self._by_id.clear()
+        self._load = [0] * self.workers
+        self._dead = None
+
+    def close(self):
+        self._shutdown()
+        super().close()
+
+
+def _restore(result, data):
+    if type(result) is Failure:
+        return result
+    leaves = structure.flatten(result)
+    restored = unpack_leaves(leaves, data)
+    return structure.pack_as(result, restored) if structure.is_nested(result) else restored[0]

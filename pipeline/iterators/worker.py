@@ -1,0 +1,104 @@
+"""The main loop of a ``map`` worker process (``executor="process"``).
+
+A worker receives the cloudpickled function once, then tasks over its pipe:
+``(task_id, position, block, unpack, slab_name, seeds, iteration, stack)``. It runs the block with
+``apply_block`` (failures stay in their element's slot), writes big numpy leaves into the lent slab and
+answers ``(task_id, seconds per element, slab_name, bytes used or needed, results)``. With ``stack`` (map+batch
+fusion) a failure-free block is stacked into one batch here, so one array crosses instead of many.
+
+Exceptions travel pickled with their type; one that cannot be pickled becomes a ``RuntimeError`` carrying
+the original type name and traceback text. The loop ends on ``None`` or when the consumer's end of the
+pipe closes (the consumer exited), so a worker never outlives its consumer for long.
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+import traceback
+
+from .. import structure
+from .blocks import Failure, apply_block
+from .map import rng_factory
+from .shared_memory import attach, has_big_leaf, pack_leaves
+
+STACKED = "stacked"  # results tag: one stacked batch instead of a list of elements
+
+
+def main(conn, fn_bytes: bytes, label: str) -> None:
+    import cloudpickle
+
+    try:
+        fn = cloudpickle.loads(fn_bytes)
+    except BaseException as e:  # noqa: BLE001 - report to the consumer, which raises it
+        conn.send_bytes(pickle.dumps(("init_error", _portable(e))))
+        return
+    slabs: dict = {}
+    factories: dict = {}
+    while True:
+        try:
+            message = conn.recv_bytes()
+        except (EOFError, OSError):
+            return
+        task = pickle.loads(message)
+        if task is None:
+            break
+        task_id, position, block, unpack, slab_name, seeds, iteration, stack = task
+        key = (seeds, iteration)
+        if key not in factories:
+            factories = {key: rng_factory(seeds, iteration)}
+        t0 = time.perf_counter()
+        results, failed = apply_block(fn, block, unpack, label, position, factories[key])
+        tag = None
+        if stack and not failed and results:
+            try:
+                results, tag = [structure.stack(results, what=f"batch ({label})")], STACKED
+            except Exception:  # noqa: BLE001 - the consumer re-batches and reports it where plain batch would
+                pass
+        per_element = (time.perf_counter() - t0) / max(1, len(block))
+        used = 0
+        if failed:
+            results = [Failure(_portable(r.error)) if type(r) is Failure else r for r in results]
+        else:
+            results, used = _to_slab(results, slab_name, slabs)
+        conn.send_bytes(pickle.dumps((task_id, per_element, slab_name, used, tag, results), protocol=5))
+    for slab in slabs.values():
+        slab.close()
+
+
+def _to_slab(results: list, slab_name, slabs: dict):
+    """Move big array leaves into the slab; returns (results, bytes used) or (results, -bytes needed)."""
+    flat = [structure.flatten(r) for r in results]
+    if not any(has_big_leaf(leaves) for leaves in flat):
+        return results, 0
+    buf = None
+    if slab_name is not None:
+        if slab_name not in slabs:
+            slabs[slab_name] = attach(slab_name)
+        buf = slabs[slab_name].buf
+    out, offset = [], 0
+    for r, leaves in zip(results, flat):
+        packed, end = pack_leaves(leaves, buf, offset)
+        if packed is None:  # no room: everything travels pickled; tell the consumer the size needed
+            needed = end + sum(_size(x) for rest in flat[len(out) + 1:] for x in rest)
+            return results, -max(needed, 1)
+        out.append(structure.pack_as(r, packed) if structure.is_nested(r) else packed[0])
+        offset = end
+    return out, offset
+
+
+def _size(x) -> int:
+    return getattr(x, "nbytes", 0) + 64
+
+
+def _portable(error: BaseException) -> BaseException:
+    """``error`` if it survives pickling, else a RuntimeError with its type name and traceback text."""
+    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    try:
+        error.__traceback__ = None
+        pickle.loads(pickle.dumps(error))
+        if hasattr(error, "add_note"):
+            error.add_note(f"jaxfeed: worker traceback:\n{text}")
+        return error
+    except Exception:  # noqa: BLE001 - unpicklable exception types or arguments
+        return RuntimeError(f"{type(error).__module__}.{type(error).__qualname__}: {error}\n{text}")

@@ -1,0 +1,177 @@
+"""``map(executor="process")``: worker processes, shared-memory results, failures, clean-up."""
+
+import gc
+import os
+import signal
+import time
+
+import numpy as np
+import psutil
+import pytest
+
+from jaxfeed.pipeline import Dataset, Options, errors
+from jaxfeed.pipeline.iterators import shared_memory
+from jaxfeed.pipeline.testing import assert_elements_equal, assert_resumes_everywhere
+
+
+@pytest.fixture(autouse=True)
+def _collect_earlier_iterators():
+    """Iterators kept alive by reference cycles (an exception's traceback) are released by the next
+    collection; run it so each test sees only its own workers."""
+    gc.collect()
+    yield
+
+
+def our_segments():
+    return {name for name in os.listdir("/dev/shm") if name.startswith(f"{shared_memory.PREFIX}{os.getpid()}_")}
+
+
+def children():
+    return psutil.Process().children(recursive=False)
+
+
+def worker_children():
+    """Our map workers: children of the (long-lived) forkserver, or direct children that are neither the
+    forkserver nor the resource tracker."""
+    out = []
+    for c in children():
+        cmd = " ".join(c.cmdline())
+        if "forkserver" in cmd:
+            out.extend(c.children())
+        elif "resource_tracker" not in cmd:
+            out.append(c)
+    return out
+
+
+def pmap(ds, fn, workers=2, **kw):
+    return ds.map(fn, num_parallel_calls=workers, executor="process", **kw)
+
+
+def slow_first(x):
+    time.sleep(0.02 if x % 7 == 0 else 0)
+    return x * 2
+
+
+def image(x):
+    return {"img": np.full((32, 32, 3), x, np.float32), "label": x}
+
+
+def fail_at_5(x):
+    if x == 5:
+        raise KeyError("five")
+    return x
+
+
+class Unpicklable(Exception):
+    def __init__(self, lock):
+        super().__init__("carries a lock")
+        self.lock = lock
+
+
+def raise_unpicklable(x):
+    import threading
+
+    if x == 2:
+        raise Unpicklable(threading.Lock())
+    return x
+
+
+def die_at_3(x):
+    if x == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return x
+
+
+def test_process_map_keeps_input_order():
+    assert [int(v) for v in pmap(Dataset.range(60), slow_first)] == [2 * i for i in range(60)]
+
+
+def test_process_map_nondeterministic_yields_the_same_multiset():
+    out = [int(v) for v in pmap(Dataset.range(60), slow_first, deterministic=False)]
+    assert sorted(out) == [2 * i for i in range(60)]
+
+
+def test_process_map_matches_sequential_map_for_big_nested_arrays():
+    ds = Dataset.range(40)
+    assert_elements_equal(list(pmap(ds, image)), list(ds.map(image)))
+    assert our_segments() == set()
+
+
+def test_process_map_function_error_keeps_its_type_and_position():
+    it = iter(pmap(Dataset.range(8), fail_at_5))
+    assert [int(next(it)) for _ in range(5)] == [0, 1, 2, 3, 4]
+    with pytest.raises(KeyError) as info:
+        next(it)
+    assert any("input element 5" in n for n in info.value.__notes__)
+    assert [int(v) for v in it] == [6, 7]  # the iterator goes on after the error, like a sequential map
+
+
+def test_process_map_unpicklable_error_becomes_runtime_error_naming_the_type():
+    it = iter(pmap(Dataset.range(4), raise_unpicklable))
+    assert [int(next(it)) for _ in range(2)] == [0, 1]
+    with pytest.raises(RuntimeError, match="Unpicklable"):
+        next(it)
+    it.close()
+
+
+def test_killed_worker_raises_worker_died_error_without_hanging():
+    it = iter(pmap(Dataset.range(20), die_at_3))
+    with pytest.raises(errors.WorkerDiedError, match=r"process \d+ died \(exit code -9\)"):
+        list(it)
+    it.close()
+    assert worker_children() == [] and our_segments() == set()
+
+
+def test_worker_killed_from_outside_raises_worker_died_error():
+    def slow(x):
+        time.sleep(0.05)
+        return x
+
+    it = iter(pmap(Dataset.range(1000), slow))
+    next(it)
+    victim = worker_children()[0]
+    victim.kill()
+    with pytest.raises(errors.WorkerDiedError, match=str(victim.pid)):
+        for _ in it:
+            pass
+    it.close()
+
+
+def test_close_leaves_no_worker_processes_and_no_shared_memory():
+    it = iter(pmap(Dataset.range(500), image))
+    next(it)
+    assert len(worker_children()) == 2 and our_segments()
+    it.close()
+    assert worker_children() == [] and our_segments() == set()
+
+
+def test_garbage_collected_iterator_releases_its_workers():
+    it = iter(pmap(Dataset.range(500), image))
+    next(it)
+    del it
+    gc.collect()
+    assert worker_children() == [] and our_segments() == set()
+
+
+def test_process_map_resumes_with_blocks_in_flight():
+    make = lambda: pmap(Dataset.range(12), image).map(lambda d: d["img"][0, 0, 0] + d["label"])  # noqa: E731
+    assert_resumes_everywhere(make, ks=[0, 1, 5, 11, 12])
+    assert worker_children() == [] and our_segments() == set()
+
+
+def test_process_map_with_rng_matches_sequential_map():
+    def noise(x, rng):
+        return x + rng.integers(0, 1000)
+
+    seq = Dataset.range(30).map(noise, with_rng=True, seed=7)
+    par = pmap(Dataset.range(30), noise, with_rng=True, seed=7)
+    assert_elements_equal(list(par), list(seq))
+
+
+def test_options_execution_executor_selects_processes():
+    opts = Options()
+    opts.execution.executor = "process"
+    opts.execution.num_workers = 1
+    ds = Dataset.range(10).map(lambda x: np.int64(os.getpid()), num_parallel_calls=1).with_options(opts)
+    pids = {int(p) for p in ds}
+    assert os.getpid() not in pids and len(pids) == 1
