@@ -1,0 +1,169 @@
+"""``cache`` iterators: the first use decides between replaying a finished cache and recording one.
+
+Saved state, by mode (documented choices):
+
+- recording in memory: the input's state plus the elements recorded so far, so a restored iterator
+  finishes the recording (as tf.data does);
+- replaying from memory: the position plus the cached elements -- a fresh pipeline restored from a
+  checkpoint has an empty store, so the checkpoint must carry the cache (use a file cache for big data);
+- recording to a file: only the input's state. The restored iterator finishes the pass *without* writing
+  (a checkpoint must not carry a whole file cache); the next complete pass writes the cache;
+- replaying from a file: the position only.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from .base import Iterator
+from .cache_file import CacheReader, CacheWriter, finished
+
+log = logging.getLogger("jaxfeed")
+
+READ_AHEAD = 256  # records decoded per file read
+
+PARTIAL_PASS_WARNING = (
+    "%s: The calling iterator did not fully read the dataset being cached. In order to avoid unexpected "
+    "truncation of the dataset, the partially cached contents of the dataset will be discarded. This can "
+    "happen if you have an input pipeline similar to `dataset.cache().take(k).repeat()`. You should use "
+    "`dataset.take(k).cache().repeat()` instead.")
+
+
+class CacheIterator(Iterator):
+    def __init__(self, node, ctx):
+        super().__init__(node, ctx)
+        self._label = node.label()
+        self._in_memory = node.filename == ""
+        self.input = None  # built only when the input must run (recording or passing through)
+        self._mode = None  # None (not started), "write", "pass", "read" or "done"
+        self._recorded: list = []  # in-memory recording
+        self._writer = None  # file recording
+        self._elements: list | None = None  # in-memory replay
+        self._pos = 0
+        self._reader = None  # file replay
+        self._ahead: list = []  # decoded, not yet delivered records of the file replay
+
+    # ------------------------------------------------------------------ modes
+    def _start(self):
+        if self._in_memory:
+            if self.node.store.elements is not None:
+                self._replay_memory(self.node.store.elements, 0)
+            else:
+                self._record()
+        elif finished(self.node.filename):
+            self._replay_file(0)
+        else:
+            self._writer = CacheWriter(self.node.filename, self._label)  # lockfile and directory checks
+            self._record()
+
+    def _record(self, mode="write"):
+        self.input = self.ctx.build(self.node.inputs[0])
+        self._mode = mode
+
+    def _replay_memory(self, elements, pos):
+        self._elements, self._pos, self._mode = elements, pos, "read"
+
+    def _replay_file(self, pos):
+        self._reader = CacheReader(self.node.filename, self._label, pos)
+        self._mode = "read"
+
+    # ------------------------------------------------------------------ elements
+    def _next_many(self, n):
+        if self._mode is None:
+            self._start()
+        mode = self._mode
+        if mode == "read":
+            return self._read(n)
+        if mode == "done":
+            return []
+        out = self.input.next_many(n)
+        if mode == "write":
+            if out:
+                if self._writer is not None:
+                    self._writer.write(out)
+                else:
+                    self._recorded.extend(out)
+            else:
+                self._complete()
+        if not out:
+            self._mode = "done"
+        return out
+
+    def _next(self):
+        out = self._next_many(1)
+        if not out:
+            raise StopIteration
+        return out[0]
+
+    def _read(self, n):
+        if self._reader is None:
+            out = self._elements[self._pos:self._pos + n]
+            self._pos += len(out)
+            return out
+        if not self._ahead:
+            self._ahead = self._reader.read(max(n, READ_AHEAD))
+        out, self._ahead = self._ahead[:n], self._ahead[n:]
+        return out
+
+    def _complete(self):
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            writer.finish()
+        else:
+            self.node.store.publish(self._recorded)
+            self._recorded = []
+
+    # ------------------------------------------------------------------ state
+    def children(self):
+        return [self.input] if self.input is not None else []
+
+    def get_state(self):
+        mode = self._mode
+        if mode == "write" and self._writer is not None:
+            mode = "pass"  # a file recording is not carried over (module docstring)
+        state = {"mode": mode}
+        if mode in ("write", "pass"):
+            state["input"] = self.input.get_state()
+        if mode == "write":
+            state["recorded"] = list(self._recorded)
+        if mode == "read":
+            if self._reader is None:
+                state.update(pos=self._pos, elements=self._elements)
+            else:
+                state["pos"] = self._reader.pos - len(self._ahead)
+        return state
+
+    def set_state(self, state):
+        self._discard()
+        mode = state["mode"]
+        self._mode = mode
+        if mode in ("write", "pass"):
+            self._record(mode)
+            self.input.set_state(state["input"])
+            self._recorded = list(state.get("recorded", []))
+        elif mode == "read":
+            if self._in_memory:
+                self.node.store.publish(state["elements"])
+                self._replay_memory(state["elements"], int(state["pos"]))
+            else:
+                self._replay_file(int(state["pos"]))
+
+    # ------------------------------------------------------------------ lifetime
+    def _discard(self):
+        """Drop an unfinished recording (warning when it held anything) and release files."""
+        if self._mode == "write" and (self._recorded or (self._writer is not None and len(self._writer.offsets) > 1)):
+            log.warning(PARTIAL_PASS_WARNING, self._label)
+        self._recorded = []
+        if self._writer is not None:
+            self._writer.abort()
+            self._writer = None
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+        if self.input is not None:
+            self.input.close()
+            self.input = None
+        self._mode = None
+
+    def close(self):
+        self._discard()
