@@ -33,6 +33,15 @@ class Optional:
         return self._value
 
 
+def _as_state(state):
+    """A state dict, decoding the bytes of ``checkpoint.serialize`` (an iterator can start from a file)."""
+    if isinstance(state, (bytes, bytearray, memoryview)):
+        from .checkpoint import deserialize
+
+        return deserialize(state)
+    return state
+
+
 class DatasetIterator:
     def __init__(self, dataset, state: dict | None = None, options=None, auto_shard=None):
         self._dataset = dataset
@@ -50,6 +59,7 @@ class DatasetIterator:
         self._closed = False
         self._it = None
         if state is not None:
+            state = _as_state(state)
             self._check_state(state)
             iteration = int(state.get("iteration", 0))  # random stages must use the saved epoch key
         self._ctx = IteratorContext(effective, iteration=(iteration,), stats=stats)
@@ -93,11 +103,17 @@ class DatasetIterator:
     def get_state(self) -> dict:
         """The iterator's position: a small nested dict (see ``jaxfeed.pipeline.checkpoint`` to save it)."""
         self._check_open()
+        from . import checkpoint
+
+        checkpoint.check_external_state(self._dataset._node, self._ctx.options)
+        if getattr(self, "_signature", None) is None:
+            self._signature = checkpoint.graph_signature(self._dataset._node)
         return {"version": STATE_VERSION, "fingerprint": self._fingerprint,
-                "iteration": self._ctx.iteration[0], "root": self._it.get_state()}
+                "iteration": self._ctx.iteration[0], "nodes": self._signature, "root": self._it.get_state()}
 
     def set_state(self, state: dict) -> None:
         self._check_open()
+        state = _as_state(state)
         self._check_state(state)
         iteration = (int(state.get("iteration", 0)),)
         if iteration != self._ctx.iteration:
@@ -115,9 +131,12 @@ class DatasetIterator:
             raise InvalidArgumentError(f"Iterator state has version {state.get('version')!r}; this jaxfeed "
                                        f"reads version {STATE_VERSION}.", "set_state")
         if state.get("fingerprint") != self._fingerprint:
+            from .checkpoint import describe_difference
+
+            where = describe_difference(state.get("nodes"), self._dataset._node)
             raise FailedPreconditionError(
                 "Iterator state was saved from a different pipeline (graph fingerprint "
-                f"{state.get('fingerprint')} vs {self._fingerprint}); refusing to restore.", "set_state")
+                f"{state.get('fingerprint')} vs {self._fingerprint}; {where}); refusing to restore.", where)
 
     # ------------------------------------------------------------------ reports
     @property

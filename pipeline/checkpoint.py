@@ -1,0 +1,510 @@
+"""Saving and restoring iterator state: a versioned, self-describing file format and helpers around it.
+
+    from jaxfeed.pipeline import checkpoint
+    checkpoint.save(it, "gs://bucket/run/step_1000.jxstate")   # any fsspec URL; atomic where possible
+    it = checkpoint.restore(make_dataset(), "gs://bucket/run/step_1000.jxstate")
+
+    mgr = checkpoint.CheckpointManager("/ckpt", max_to_keep=3)  # next to the model's step directories
+    mgr.save(step, it)
+    it = mgr.restore(mgr.latest_step(), make_dataset())
+
+File layout (all integers little-endian)::
+
+    b"JXFSTATE" | format version u32 | header length u64 | blob length u64 | header | blobs | digest
+
+The header is UTF-8 JSON: ``{"meta": {...}, "tree": <value>, "blobs": [[offset, length], ...]}``. The
+tree holds Python values (None, bool, int, float, str, lists, str-keyed dicts) as JSON; everything else is
+a tagged object ``{"$t": tag, ...}``: tuples, namedtuples (stored as a tuple plus their module, name and
+fields), other dicts, numpy arrays and scalars (dtype, shape, a blob), bytes (a blob), lists of elements
+with one structure (stacked per leaf: a shuffle buffer of 10,000 elements is a few arrays, not 10,000
+objects) and ``blocks.Failure`` entries (the error's type name and text). The digest is a 16-byte
+BLAKE2b of everything before it. Nothing is pickled: reading a state never runs code.
+
+Errors: a file that is not a state, or of an unknown format version -> ``InvalidArgumentError``; a
+truncated or corrupted one -> ``DataLossError``; a state from another pipeline -> the iterator's
+``FailedPreconditionError`` naming the first differing node. A missing file -> ``NotFoundError``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import struct
+import sys
+import uuid
+
+import numpy as np
+
+from . import structure
+from .errors import DataLossError, FailedPreconditionError, InvalidArgumentError, NotFoundError, UnknownError
+from .iterators.blocks import Failure
+
+log = logging.getLogger("jaxfeed")
+
+MAGIC = b"JXFSTATE"
+FORMAT_VERSION = 1
+_PREFIX = struct.Struct("<8sIQQ")
+_DIGEST = 16
+_TAG = "$t"
+_STACK_MIN = 8  # lists of at least this many same-structure elements are stored stacked per leaf
+
+
+# =============================================================================================== encoding
+class _Writer:
+    def __init__(self):
+        self.blobs: list[bytes] = []
+        self.index: list[list[int]] = []
+        self.size = 0
+
+    def blob(self, data) -> int:
+        data = bytes(data)
+        self.index.append([self.size, len(data)])
+        self.blobs.append(data)
+        self.size += len(data)
+        return len(self.index) - 1
+
+    def encode(self, v, path: str):
+        t = type(v)
+        if v is None or t is bool or t is str or t is int or t is float:
+            return v
+        if t is list:
+            stacked = self._stacked(v, path)
+            if stacked is not None:
+                return stacked
+            return [self.encode(x, f"{path}[{i}]") for i, x in enumerate(v)]
+        if t is dict:
+            if all(type(k) is str for k in v) and _TAG not in v:
+                return {k: self.encode(x, f"{path}[{k!r}]") for k, x in v.items()}
+            return {_TAG: "dict", "items": [[self.encode(k, f"{path}.key"), self.encode(x, f"{path}[{k!r}]")]
+                                            for k, x in v.items()]}
+        if t is tuple:
+            return {_TAG: "tuple", "v": [self.encode(x, f"{path}[{i}]") for i, x in enumerate(v)]}
+        if structure.is_namedtuple(v):
+            return {_TAG: "namedtuple", "module": t.__module__, "name": t.__qualname__, "fields": list(t._fields),
+                    "v": [self.encode(x, f"{path}.{f}") for f, x in zip(t._fields, v)]}
+        if isinstance(v, np.ndarray):
+            return self._array(v, path)
+        if isinstance(v, np.generic):
+            out = self._array(np.asarray(v), path)
+            out[_TAG] = "scalar"
+            return out
+        if t is bytes or t is bytearray:
+            return {_TAG: "bytes", "b": self.blob(v)}
+        if isinstance(v, (bool, int, float, str)):  # subclasses (IntEnum, ...) as their plain value
+            return self.encode((bool if isinstance(v, bool) else int if isinstance(v, int)
+                                else float if isinstance(v, float) else str)(v), path)
+        if t is Failure:
+            e = v.error
+            return {_TAG: "failure", "module": type(e).__module__, "name": type(e).__qualname__,
+                    "message": str(e), "notes": list(getattr(e, "__notes__", None) or [])}
+        if hasattr(v, "_node"):
+            raise InvalidArgumentError(f"Cannot serialise iterator state: {path} holds a Dataset (a window "
+                                       "or nested dataset element); this state cannot be written to a file.",
+                                       "checkpoint.serialize")
+        raise InvalidArgumentError(f"Cannot serialise iterator state: {path} holds a {t.__module__}."
+                                   f"{t.__qualname__}, which is not a state value (Python scalars, lists, "
+                                   "tuples, dicts, numpy values, bytes).", "checkpoint.serialize")
+
+    def _array(self, a: np.ndarray, path: str) -> dict:
+        if a.dtype == object:
+            return {_TAG: "objarray", "shape": list(a.shape),
+                    "v": [self.encode(x, f"{path}.flat[{i}]") for i, x in enumerate(a.reshape(-1).tolist())]}
+        if a.dtype.fields is not None or a.dtype.kind not in "biufcmMSUV":
+            raise InvalidArgumentError(f"Cannot serialise iterator state: {path} is an array of dtype {a.dtype}.",
+                                       "checkpoint.serialize")
+        return {_TAG: "array", "dtype": a.dtype.str, "shape": list(a.shape),
+                "b": self.blob(np.ascontiguousarray(a).tobytes())}
+
+    def _stacked(self, items: list, path: str):
+        """A list of elements that share one structure, stored as one stacked array per leaf."""
+        if len(items) < _STACK_MIN:
+            return None
+        first = items[0]
+        if not isinstance(first, (tuple, dict, np.ndarray, np.generic)):
+            return None
+        leaves0 = structure.flatten(first)
+        kinds = []
+        for leaf in leaves0:
+            if isinstance(leaf, (np.ndarray, np.generic)) and leaf.dtype != object and leaf.dtype.fields is None:
+                kinds.append((type(leaf) is np.ndarray, leaf.dtype, leaf.shape))
+            else:
+                return None
+        columns: list[list] = [[] for _ in leaves0]
+        sketch = _sketch(first)
+        for x in items:
+            if _sketch(x) != sketch:
+                return None
+            leaves = structure.flatten(x)
+            for col, leaf, (is_arr, dtype, shape) in zip(columns, leaves, kinds):
+                if (not isinstance(leaf, (np.ndarray, np.generic)) or (type(leaf) is np.ndarray) != is_arr
+                        or leaf.dtype != dtype or leaf.shape != shape):
+                    return None
+                col.append(leaf)
+        template = self.encode(structure.pack_as(first, [None] * len(leaves0)), f"{path}[0]")
+        return {_TAG: "stacked", "n": len(items), "template": template,
+                "scalar": [not k[0] for k in kinds],
+                "leaves": [self._array(np.stack(col) if col else np.empty(0), path) for col in columns]}
+
+
+def _sketch(x):
+    """Structure identity including namedtuple types and dict keys (cheap for plain leaves)."""
+    if isinstance(x, tuple):
+        return (type(x), tuple(_sketch(v) for v in x))
+    if isinstance(x, dict):
+        return (dict, tuple((k, _sketch(v)) for k, v in x.items()))
+    return None
+
+
+class _Reader:
+    def __init__(self, blobs: memoryview, index):
+        self.blobs = blobs
+        self.index = index
+
+    def blob(self, i) -> bytes:
+        try:
+            off, n = self.index[i]
+        except (IndexError, TypeError):
+            raise DataLossError(f"Iterator state refers to blob {i!r}, which the file does not hold.",
+                                "checkpoint.deserialize") from None
+        if off < 0 or off + n > len(self.blobs):
+            raise DataLossError(f"Iterator state blob {i} ({n} bytes at {off}) lies outside the file.",
+                                "checkpoint.deserialize")
+        return bytes(self.blobs[off:off + n])
+
+    def decode(self, v):
+        t = type(v)
+        if t is list:
+            return [self.decode(x) for x in v]
+        if t is not dict:
+            return v
+        tag = v.get(_TAG)
+        if tag is None:
+            return {k: self.decode(x) for k, x in v.items()}
+        if tag == "dict":
+            return {_hashable(self.decode(k)): self.decode(x) for k, x in v["items"]}
+        if tag == "tuple":
+            return tuple(self.decode(x) for x in v["v"])
+        if tag == "namedtuple":
+            cls = _namedtuple_class(v["module"], v["name"], v["fields"])
+            return cls(*[self.decode(x) for x in v["v"]])
+        if tag == "array":
+            return self._array(v)
+        if tag == "scalar":
+            return self._array(v)[()]
+        if tag == "objarray":
+            out = np.empty(len(v["v"]), dtype=object)
+            out[:] = [self.decode(x) for x in v["v"]]
+            return out.reshape(v["shape"])
+        if tag == "bytes":
+            return self.blob(v["b"])
+        if tag == "stacked":
+            template = self.decode(v["template"])
+            columns = [self._array(a) for a in v["leaves"]]
+            out = []
+            for i in range(int(v["n"])):
+                leaves = [col[i] if scalar else np.array(col[i]) for col, scalar in zip(columns, v["scalar"])]
+                out.append(structure.pack_as(template, leaves))
+            return out
+        if tag == "failure":
+            return Failure(_rebuild_error(v))
+        raise InvalidArgumentError(f"Iterator state holds an unknown value tag {tag!r}; it was written by a "
+                                   "newer jaxfeed.", "checkpoint.deserialize")
+
+    def _array(self, v):
+        data = self.blob(v["b"])
+        dtype = np.dtype(v["dtype"])
+        shape = tuple(int(d) for d in v["shape"])
+        expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if len(data) != expected:
+            raise DataLossError(f"Iterator state array of shape {shape} and dtype {dtype} has {len(data)} bytes, "
+                                f"expected {expected}.", "checkpoint.deserialize")
+        return np.frombuffer(data, dtype=dtype).reshape(shape).copy()
+
+
+def _hashable(k):
+    return tuple(k) if isinstance(k, list) else k
+
+
+def _namedtuple_class(module: str, name: str, fields):
+    """The saved namedtuple class if its module is already imported (nothing is imported: reading a state
+    runs no code), else a plain ``collections.namedtuple`` with the same name and fields."""
+    obj = sys.modules.get(module)
+    for part in name.split("."):
+        obj = getattr(obj, part, None) if obj is not None else None
+    if isinstance(obj, type) and issubclass(obj, tuple) and tuple(getattr(obj, "_fields", ())) == tuple(fields):
+        return obj
+    import collections
+
+    safe = re.sub(r"\W", "_", name.split(".")[-1]) or "State"
+    return collections.namedtuple(safe, [str(f) for f in fields])
+
+
+def _rebuild_error(v) -> BaseException:
+    """The saved failure as an exception of the same class when that class is a jaxfeed error or a Python
+    built-in; any other class becomes ``UnknownError`` carrying the original type name and message."""
+    from . import errors as jerrors
+    import builtins
+
+    module, name, message = v.get("module"), v.get("name"), v.get("message", "")
+    cls = None
+    if module == jerrors.__name__ or module == "jaxfeed.pipeline.errors":
+        cls = getattr(jerrors, name, None)
+    elif module == "builtins":
+        cls = getattr(builtins, name, None)
+    exc = None
+    if isinstance(cls, type) and issubclass(cls, Exception):
+        try:
+            exc = cls(message)
+        except Exception:  # noqa: BLE001 - a constructor with other arguments
+            exc = None
+    if exc is None:
+        exc = UnknownError(f"{module}.{name}: {message}", "restored state")
+    for note in v.get("notes", ()):
+        jerrors.add_note(exc, note)
+    return exc
+
+
+# =============================================================================================== bytes
+def serialize(state) -> bytes:
+    """The iterator state (as ``DatasetIterator.get_state`` returns it) as bytes."""
+    w = _Writer()
+    tree = w.encode(state, "state")
+    meta = {"format": FORMAT_VERSION, "writer": "jaxfeed"}
+    if isinstance(state, dict):
+        meta.update({k: state[k] for k in ("version", "fingerprint") if k in state})
+    header = json.dumps({"meta": meta, "tree": tree, "blobs": w.index}, separators=(",", ":")).encode()
+    body = _PREFIX.pack(MAGIC, FORMAT_VERSION, len(header), w.size) + header + b"".join(w.blobs)
+    return body + hashlib.blake2b(body, digest_size=_DIGEST).digest()
+
+
+def deserialize(data) -> dict:
+    """The state ``serialize`` wrote. Raises ``InvalidArgumentError`` for a file that is not an iterator
+    state or has another format version, ``DataLossError`` for a truncated or corrupted one."""
+    data = memoryview(bytes(data) if not isinstance(data, (bytes, bytearray, memoryview)) else data)
+    op = "checkpoint.deserialize"
+    if len(data) < len(MAGIC) or bytes(data[:len(MAGIC)]) != MAGIC:
+        raise InvalidArgumentError("This is not a jaxfeed iterator state (bad magic bytes"
+                                   f"{'; empty data' if not len(data) else ''}).", op)
+    if len(data) < _PREFIX.size:
+        raise DataLossError(f"Iterator state is truncated: {len(data)} bytes, shorter than its header.", op)
+    _, version, header_len, blob_len = _PREFIX.unpack_from(data)
+    if version != FORMAT_VERSION:
+        raise InvalidArgumentError(f"Iterator state has file format version {version}; this jaxfeed reads "
+                                   f"version {FORMAT_VERSION}.", op)
+    total = _PREFIX.size + header_len + blob_len + _DIGEST
+    if len(data) != total:
+        kind = "truncated" if len(data) < total else "longer than it says"
+        raise DataLossError(f"Iterator state is {kind}: {len(data)} bytes, expected {total}.", op)
+    body, digest = data[:total - _DIGEST], bytes(data[total - _DIGEST:])
+    if hashlib.blake2b(body, digest_size=_DIGEST).digest() != digest:
+        raise DataLossError("Iterator state is corrupted: its checksum does not match its contents.", op)
+    start = _PREFIX.size
+    try:
+        header = json.loads(bytes(data[start:start + header_len]))
+    except ValueError as e:
+        raise DataLossError(f"Iterator state header is not valid JSON: {e}", op) from None
+    blobs = data[start + header_len:start + header_len + blob_len]
+    return _Reader(blobs, header.get("blobs", [])).decode(header.get("tree"))
+
+
+def state_size(state) -> int:
+    """Bytes that ``serialize(state)`` takes."""
+    return len(serialize(state))
+
+
+# =============================================================================================== files
+def _fs(path: str):
+    import fsspec
+
+    return fsspec.core.url_to_fs(str(path))
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    """Write ``data`` to an fsspec path atomically: a temporary file renamed into place on local disks
+    (readers never see a partial file); one whole-object PUT elsewhere (object stores have no rename,
+    but a PUT is atomic per object)."""
+    fs, p = _fs(path)
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    parent = p.rsplit("/", 1)[0] if "/" in p else ""
+    if parent:
+        fs.makedirs(parent, exist_ok=True)
+    if protocol in ("file", "local"):
+        tmp = f"{p}.tmp-{uuid.uuid4().hex[:12]}"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, p)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+        return
+    fs.pipe_file(p, data)
+
+
+def read_bytes(path: str) -> bytes:
+    fs, p = _fs(path)
+    try:
+        return fs.cat_file(p)
+    except FileNotFoundError:
+        raise NotFoundError(f"No iterator state at {path!r}.", "checkpoint.restore") from None
+
+
+def save(iterator, path: str) -> int:
+    """Write ``iterator``'s state to ``path`` (any fsspec URL); returns the number of bytes written."""
+    data = serialize(iterator.get_state())
+    write_bytes(path, data)
+    return len(data)
+
+
+def load(path: str) -> dict:
+    """The state saved at ``path`` (see ``deserialize`` for the errors)."""
+    return deserialize(read_bytes(path))
+
+
+def restore(dataset, path: str, options=None):
+    """A new iterator over ``dataset`` continuing from the state saved at ``path``."""
+    return dataset.make_iterator(state=load(path), options=options)
+
+
+# =============================================================================================== manager
+class CheckpointManager:
+    """Iterator states next to a model checkpoint: ``{directory}/{step}/{name}`` (the step directories of
+    orbax and similar managers), one file per worker in multi-worker jobs (``worker=i``).
+
+    ``max_to_keep`` keeps the newest steps' iterator files and deletes older ones -- only this manager's
+    own files; a step directory is removed only when nothing else is left in it. With orbax, save the
+    iterator after orbax's own save of the step has finished (it writes the step directory atomically).
+    """
+
+    def __init__(self, directory: str, max_to_keep: int | None = None, name: str = "jaxfeed_iterator"):
+        if max_to_keep is not None and max_to_keep < 1:
+            raise InvalidArgumentError(f"CheckpointManager: max_to_keep must be at least 1, got {max_to_keep}.",
+                                       "CheckpointManager")
+        self.directory = str(directory).rstrip("/")
+        self.max_to_keep = max_to_keep
+        self.name = name
+
+    def path(self, step: int, worker: int | None = None) -> str:
+        suffix = "" if worker is None else f"-worker{int(worker):05d}"
+        return f"{self.directory}/{int(step)}/{self.name}{suffix}.state"
+
+    def save(self, step: int, iterator, worker: int | None = None) -> str:
+        path = self.path(step, worker)
+        save(iterator, path)
+        if self.max_to_keep is not None:
+            for old in self.all_steps()[:-self.max_to_keep]:
+                self._delete(old)
+        return path
+
+    def restore(self, step: int, dataset, worker: int | None = None, options=None):
+        return restore(dataset, self.path(step, worker), options=options)
+
+    def all_steps(self) -> list[int]:
+        """Steps that hold an iterator state of this manager (any worker), ascending."""
+        fs, root = _fs(self.directory)
+        if not fs.exists(root):
+            return []
+        steps = []
+        for entry in fs.ls(root, detail=False):
+            base = entry.rstrip("/").rsplit("/", 1)[-1]
+            if base.isdigit() and any(f.rsplit("/", 1)[-1].startswith(self.name)
+                                      for f in fs.ls(entry, detail=False)):
+                steps.append(int(base))
+        return sorted(steps)
+
+    def latest_step(self) -> int | None:
+        steps = self.all_steps()
+        return steps[-1] if steps else None
+
+    def _delete(self, step: int) -> None:
+        fs, root = _fs(f"{self.directory}/{int(step)}")
+        for f in fs.ls(root, detail=False):
+            if f.rsplit("/", 1)[-1].startswith(self.name):
+                fs.rm(f)
+        if not fs.ls(root, detail=False):
+            try:
+                fs.rmdir(root)
+            except (OSError, NotImplementedError):
+                pass
+
+
+# =============================================================================================== graphs
+def graph_signature(root) -> list:
+    """``[[fingerprint, label], ...]`` of every node, sources first (``graph.walk`` order): saved with the
+    state so that restoring into another pipeline can name the first node that differs."""
+    from . import graph
+
+    memo, out = {}, []
+    for node in graph.walk(root):
+        fp = graph.node_fingerprint(node, [memo[id(i)] for i in node.inputs])
+        memo[id(node)] = fp
+        label = node.label()
+        out.append([fp, label if len(label) <= 160 else label[:157] + "..."])
+    return out
+
+
+def describe_difference(saved, root) -> str:
+    """Where a saved graph signature and the graph at ``root`` part (as ``graph.first_difference`` does for
+    two graphs): the first node, from the sources up, whose fingerprint differs."""
+    if not isinstance(saved, list):
+        return "the state does not list its nodes, so the first differing node is unknown"
+    current = graph_signature(root)
+    for i, (a, b) in enumerate(zip(saved, current)):
+        if not (isinstance(a, (list, tuple)) and len(a) == 2) or a[0] != b[0]:
+            label = a[1] if isinstance(a, (list, tuple)) and len(a) == 2 else repr(a)
+            return f"first differing node: node {i} from the sources, saved {label} vs now {b[1]}"
+    if len(saved) != len(current):
+        k = min(len(saved), len(current))
+        extra = (f"saved {saved[k][1] if isinstance(saved[k], (list, tuple)) else saved[k]!r} is missing now"
+                 if len(saved) > k else f"now {current[k][1]} was not in the saved pipeline")
+        return (f"first differing node: node {k} from the sources ({extra}; the saved pipeline has {len(saved)} "
+                f"nodes, this one {len(current)})")
+    return "the nodes match but the graph fingerprint differs"
+
+
+# =============================================================================================== policy
+def external_state_nodes(root) -> list:
+    """Nodes whose functions hold state the iterator state cannot capture: ``from_generator`` (restored by
+    replaying the generator) and functions declared ``stateful=True``."""
+    from . import graph
+
+    return [n for n in graph.walk(root)
+            if n.kind == "Generator" or getattr(n, "stateful", None) is True
+            or getattr(n, "external_state", False)]
+
+
+def check_external_state(root, options) -> None:
+    """Apply ``Options.experimental_external_state_policy`` when a state is saved.
+
+    FAIL raises ``FailedPreconditionError`` naming the node; WARN logs a warning and saves; IGNORE saves
+    silently. Unset means WARN: jaxfeed's ``from_generator`` replays its generator on restore, which is
+    exact for a generator that yields the same sequence each time, and a warning is the honest default for
+    a function we cannot inspect (tf.data's unset default is FAIL, because it cannot save such state at all).
+    """
+    from .options import ExternalStatePolicy
+
+    nodes = external_state_nodes(root)
+    if not nodes:
+        return
+    policy = options.experimental_external_state_policy if options is not None else None
+    policy = ExternalStatePolicy.WARN if policy is None else policy
+    if policy == ExternalStatePolicy.IGNORE:
+        return
+    names = ", ".join(n.label() for n in nodes)
+    if policy == ExternalStatePolicy.FAIL:
+        raise FailedPreconditionError(
+            f"{nodes[0].label()} is stateful: its function holds state that the iterator state cannot capture "
+            f"(stateful nodes: {names}). Set Options().experimental_external_state_policy to WARN or IGNORE "
+            "to save anyway.", nodes[0].label())
+    log.warning("Saving iterator state of a pipeline with external state (%s): a restored iterator replays "
+                "or re-runs those functions, which is exact only if they are deterministic.", names)
+
+
+__all__ = ["serialize", "deserialize", "state_size", "save", "load", "restore", "write_bytes", "read_bytes",
+           "CheckpointManager", "check_external_state", "external_state_nodes", "graph_signature",
+           "describe_difference", "MAGIC", "FORMAT_VERSION"]
