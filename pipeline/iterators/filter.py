@@ -1,0 +1,130 @@
+"""``filter``, and the predicate-over-blocks machinery ``take_while`` shares.
+
+The predicate runs over a block of input elements in one loop and each verdict is checked to be a scalar
+bool. Kept elements and failures (the predicate raised, or returned something other than a bool) go into
+a ``Delivery`` in input order, so an error arrives after the elements before it and iteration can go on
+after it. Over an index stream (a random-access input) the block is gathered at once and the *indices*
+of the kept elements are passed on, so a later ``batch`` still gathers once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import structure
+from ..errors import in_transformation
+from .base import Iterator
+from .blocks import Delivery, Failure
+
+BLOCK = 256
+
+
+def verdicts(predicate, block: list, label: str, first_position: int) -> tuple[list, bool]:
+    """``([True | False | Failure per element], any failure)``."""
+    out = []
+    append = out.append
+    failed = False
+    unpack = type(block[0]) is tuple
+    for i, x in enumerate(block):
+        try:
+            v = predicate(*x) if unpack else predicate(x)
+        except Exception as e:  # noqa: BLE001 - user code; raised in the consumer, in place
+            append(Failure(in_transformation(e, label, first_position + i)))
+            failed = True
+            continue
+        t = type(v)
+        if t is bool:
+            append(v)
+        elif t is np.bool_ or (t is np.ndarray and v.shape == () and v.dtype == np.bool_):
+            append(bool(v))
+        else:
+            append(Failure(ValueError(
+                f"Invalid `predicate` of {label}: it must return a scalar bool, but returned {_describe(v)} "
+                f"for input element {first_position + i}.")))
+            failed = True
+    return out, failed
+
+
+def _describe(value) -> str:
+    if isinstance(value, (np.ndarray, np.generic)):
+        return f"an array of shape {value.shape} and dtype {value.dtype}"
+    return f"a {type(value).__name__} ({value!r:.40})"
+
+
+class PredicateIterator(Iterator):
+    """Runs ``node.predicate`` over blocks; subclasses choose what to keep (``_select``)."""
+
+    def __init__(self, node, ctx):
+        super().__init__(node, ctx)
+        self.input = ctx.build(node.inputs[0])
+        self.index_source = self.input.index_source
+        self._label = node.label()
+        self._position = 0  # input elements judged so far
+        self._ready = Delivery()
+        self._stopped = False  # take_while met its first False
+
+    def _select(self, items: list, verdict: list) -> list:
+        raise NotImplementedError
+
+    def _pull(self, n: int) -> bool:
+        """Judge input blocks until some item is ready; False at the end."""
+        while not self._stopped:
+            if self.index_source is not None:
+                idx = self.input.next_indices(n)
+                if not len(idx):
+                    return False
+                items = idx.tolist()
+                block = structure.unstack_rows(self.index_source.gather(idx), len(items))
+            else:
+                block = items = self.input.next_many(n)
+                if not block:
+                    return False
+            verdict, failed = verdicts(self.node.predicate, block, self._label, self._position)
+            self._position += len(block)
+            kept = self._select(items, verdict)
+            if kept:
+                self._ready = Delivery(kept, failed)
+                return True
+            n = min(2 * n, BLOCK)  # a selective predicate: read on in bigger blocks
+        return False
+
+    def _take(self, n: int) -> list:
+        if not len(self._ready) and not self._pull(min(n, BLOCK)):
+            return []
+        return self._ready.take(n)
+
+    def _next(self):
+        if self.index_source is not None:
+            return super()._next()
+        out = self._take(1)
+        if not out:
+            raise StopIteration
+        return out[0]
+
+    def _next_many(self, n):
+        if self.index_source is not None:
+            return super()._next_many(n)
+        return self._take(n)
+
+    def next_indices(self, n):
+        return np.asarray(self._take(n), dtype=np.int64)
+
+    def children(self):
+        return [self.input]
+
+    def get_state(self):
+        return {"input": self.input.get_state(), "position": self._position, "ready": self._ready.remaining(),
+                "stopped": self._stopped}
+
+    def set_state(self, state):
+        self.input.set_state(state["input"])
+        self._position = int(state["position"])
+        ready = list(state["ready"])
+        self._ready = Delivery(ready, any(type(r) is Failure for r in ready))
+        self._stopped = bool(state["stopped"])
+
+
+class FilterIterator(PredicateIterator):
+    def _select(self, items, verdict):
+        # failures stay in place; elements judged False are dropped
+        return [v if type(v) is Failure else x for x, v in zip(items, verdict) if v is not False]

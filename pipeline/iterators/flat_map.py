@@ -1,0 +1,73 @@
+"""``flat_map``: one inner iterator at a time, read in blocks.
+
+State: the input's state, the outer element the current inner dataset was made from and that inner
+iterator's state. A restore calls ``map_func`` on the saved element again and restores the new inner
+iterator, so the function must build the same dataset from the same element.
+"""
+
+from __future__ import annotations
+
+from ..errors import in_transformation
+from ..nodes.common import call
+from ..nodes.flat_map import dataset_of
+from .base import Iterator
+
+
+def open_inner(node, ctx, element, position: int, transformation: str):
+    """Call ``node.map_func`` on ``element`` and build the iterator of the dataset it returns; errors are
+    annotated with the node and the input element's position."""
+    try:
+        inner = dataset_of(call(node.map_func, element), transformation)
+    except Exception as e:  # noqa: BLE001 - user code; keeps its type
+        raise in_transformation(e, node.label(), position)
+    return ctx.build(inner)
+
+
+class FlatMapIterator(Iterator):
+    def __init__(self, node, ctx):
+        super().__init__(node, ctx)
+        self.input = ctx.build(node.inputs[0])
+        self._position = 0  # outer elements consumed
+        self._element = None  # the outer element of the current inner iterator
+        self._inner = None
+
+    def _next_many(self, n):
+        while True:
+            if self._inner is None:
+                try:
+                    element = self.input.next()  # input errors pass through; the next call goes on
+                except StopIteration:
+                    return []
+                position = self._position
+                self._position += 1
+                self._inner = open_inner(self.node, self.ctx, element, position, "flat_map")
+                self._element = element
+            out = self._inner.next_many(n)
+            if out:
+                return out
+            self._inner.close()
+            self._inner = self._element = None
+
+    def _next(self):
+        out = self._next_many(1)
+        if not out:
+            raise StopIteration
+        return out[0]
+
+    def children(self):
+        return [self.input, self._inner]
+
+    def get_state(self):
+        return {"input": self.input.get_state(), "position": self._position, "element": self._element,
+                "inner": None if self._inner is None else self._inner.get_state()}
+
+    def set_state(self, state):
+        if self._inner is not None:
+            self._inner.close()
+            self._inner = self._element = None
+        self.input.set_state(state["input"])
+        self._position = int(state["position"])
+        if state["inner"] is not None:
+            self._inner = open_inner(self.node, self.ctx, state["element"], self._position - 1, "flat_map")
+            self._inner.set_state(state["inner"])
+            self._element = state["element"]

@@ -1,0 +1,33 @@
+"""``filter``: keep the elements for which a predicate returns True."""
+
+from __future__ import annotations
+
+from .base import UNKNOWN
+from .common import PassThrough, check_signature
+
+
+class Filter(PassThrough):
+    """tf.data's ``filter`` [reference 3.2]. The predicate must return a scalar bool (a Python bool, a numpy
+    ``bool_`` or a 0-d bool array); any other result raises ValueError naming this node, at the element
+    where it happens (tf.data finds this when tracing; we only know once the predicate has run)."""
+
+    kind = "Filter"
+
+    def __init__(self, input_node, predicate):
+        super().__init__((input_node,))
+        check_signature(predicate, input_node, "filter")
+        self.predicate = predicate
+
+    def params(self):
+        return {"predicate": self.predicate}
+
+    def functions(self):
+        return {"predicate": self.predicate}
+
+    def cardinality(self):
+        return UNKNOWN  # [reference 0.4]: -2 even for an infinite or empty input
+
+    def make_iterator(self, ctx):
+        from ..iterators.filter import FilterIterator
+
+        return FilterIterator(self, ctx)
