@@ -1,0 +1,338 @@
+"""``tf.train.Example`` / ``SequenceExample`` without TensorFlow: builders, and the parse functions.
+
+Parsing decodes each record with protobuf's C parser (upb; one ``FromString`` per record cannot be avoided)
+and then assembles every feature of the whole batch with one ``np.fromiter``/``np.array`` over the chained
+value lists, so ``map(parse)`` after ``batch`` does per-record Python work only to look features up.
+
+Output per feature spec (a dict keyed like ``features``):
+
+- ``FixedLenFeature(shape, dtype, default_value)``: an array of shape ``(batch,) + shape``; a missing
+  feature takes ``default_value`` or raises when there is none.
+- ``VarLenFeature(dtype)``: a ``VarLenValue(values, row_splits)`` -- record ``i`` holds
+  ``values[row_splits[i]:row_splits[i+1]]`` (ragged). ``to_sparse()`` gives tf.SparseTensor's triple
+  ``(indices, values, dense_shape)``; the ``indices`` / ``dense_shape`` properties do the same.
+  ``parse_single_example`` returns the plain 1-D values array instead.
+- ``FixedLenSequenceFeature(shape, dtype, allow_missing, default_value)``: in ``parse_example`` a
+  feature holding any multiple of ``prod(shape)`` values, padded with ``default_value`` (0 or b"") to the
+  longest record: ``(batch, max_rows) + shape``. In ``parse_sequence_example``: the feature list's steps,
+  ``(batch, max_steps) + shape``, padded, with the true step counts in the third result.
+
+Strings are ``bytes`` in object arrays, integers int64, floats float32. Errors are InvalidArgumentError
+naming the feature and the record index.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from jaxfeed.pipeline.errors import InvalidArgumentError
+
+from . import example_pb2
+
+Example = example_pb2.Example
+SequenceExample = example_pb2.SequenceExample
+Feature = example_pb2.Feature
+Features = example_pb2.Features
+FeatureList = example_pb2.FeatureList
+FeatureLists = example_pb2.FeatureLists
+BytesList, FloatList, Int64List = example_pb2.BytesList, example_pb2.FloatList, example_pb2.Int64List
+
+_chain = itertools.chain.from_iterable
+
+
+# ---------------------------------------------------------------------------------------------- specs
+def _dtype(dtype) -> np.dtype:
+    name = getattr(dtype, "name", dtype)  # tf.DType-like objects carry a name
+    if name in ("string", str, bytes, object) or (isinstance(name, np.dtype) and name == object):
+        return np.dtype(object)
+    d = np.dtype(name)
+    if d == np.int64 or d == np.float32:
+        return d
+    if d.kind in "SUO":
+        return np.dtype(object)
+    raise ValueError(f"Feature dtype must be int64, float32 or string, got {dtype!r}")
+
+
+_KIND = {np.dtype(np.int64): "int64_list", np.dtype(np.float32): "float_list", np.dtype(object): "bytes_list"}
+
+
+class FixedLenFeature(NamedTuple("FixedLenFeature", [("shape", tuple), ("dtype", object), ("default_value", object)])):
+    def __new__(cls, shape, dtype, default_value=None):
+        return super().__new__(cls, tuple(int(d) for d in shape), _dtype(dtype), default_value)
+
+
+class VarLenFeature(NamedTuple("VarLenFeature", [("dtype", object)])):
+    def __new__(cls, dtype):
+        return super().__new__(cls, _dtype(dtype))
+
+
+class FixedLenSequenceFeature(NamedTuple("FixedLenSequenceFeature", [
+        ("shape", tuple), ("dtype", object), ("allow_missing", bool), ("default_value", object)])):
+    def __new__(cls, shape, dtype, allow_missing=False, default_value=None):
+        return super().__new__(cls, tuple(int(d) for d in shape), _dtype(dtype), bool(allow_missing), default_value)
+
+
+class VarLenValue(NamedTuple("VarLenValue", [("values", np.ndarray), ("row_splits", np.ndarray)])):
+    """A batch of variable-length features: record i is ``values[row_splits[i]:row_splits[i+1]]``."""
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.row_splits)
+
+    @property
+    def indices(self) -> np.ndarray:
+        lengths = self.lengths
+        rows = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+        cols = np.arange(len(self.values), dtype=np.int64) - np.repeat(self.row_splits[:-1], lengths)
+        return np.stack([rows, cols], axis=1) if len(rows) else np.zeros((0, 2), dtype=np.int64)
+
+    @property
+    def dense_shape(self) -> np.ndarray:
+        lengths = self.lengths
+        return np.array([len(lengths), int(lengths.max()) if len(lengths) else 0], dtype=np.int64)
+
+    def to_sparse(self):
+        """``(indices, values, dense_shape)`` as ``tf.io.parse_example`` returns a VarLen feature."""
+        return self.indices, self.values, self.dense_shape
+
+    def to_list(self) -> list:
+        return [self.values[a:b] for a, b in zip(self.row_splits[:-1], self.row_splits[1:])]
+
+
+# ---------------------------------------------------------------------------------------------- builders
+def feature(values) -> Feature:
+    """A ``Feature`` from a value or list: bytes/str -> bytes_list, floats -> float_list, ints -> int64_list."""
+    arr = np.asarray(values if isinstance(values, (list, tuple, np.ndarray)) else [values])
+    f = Feature()
+    if arr.dtype.kind in "SUO":
+        f.bytes_list.value.extend(v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in arr.reshape(-1).tolist())
+    elif arr.dtype.kind == "f":
+        f.float_list.value.extend(arr.reshape(-1).astype(np.float32).tolist())
+    elif arr.dtype.kind in "iub":
+        f.int64_list.value.extend(arr.reshape(-1).astype(np.int64).tolist())
+    elif arr.size == 0:
+        f.int64_list.SetInParent()  # an empty list still has a kind (reference 9)
+    else:
+        raise TypeError(f"cannot make a Feature from {values!r}")
+    return f
+
+
+def make_example(features: dict) -> Example:
+    """``make_example({"id": [1], "text": [b"x"]})``; values may also be ``Feature`` messages."""
+    ex = Example()
+    for name, values in features.items():
+        ex.features.feature[name].CopyFrom(values if isinstance(values, Feature) else feature(values))
+    return ex
+
+
+def make_sequence_example(context: dict, feature_lists: dict) -> SequenceExample:
+    """``context`` like ``make_example``; ``feature_lists`` maps a name to a list of steps' values."""
+    ex = SequenceExample()
+    for name, values in context.items():
+        ex.context.feature[name].CopyFrom(values if isinstance(values, Feature) else feature(values))
+    for name, steps in feature_lists.items():
+        fl = ex.feature_lists.feature_list[name]
+        for step in steps:
+            fl.feature.add().CopyFrom(step if isinstance(step, Feature) else feature(step))
+    return ex
+
+
+# ---------------------------------------------------------------------------------------------- parsing
+def _records(serialized, what: str) -> list:
+    if isinstance(serialized, (bytes, str)):
+        raise InvalidArgumentError(f"{what}: expected a 1-D batch of serialized records, got one record "
+                                   f"(use the parse_single_ variant).", what)
+    arr = np.asarray(serialized, dtype=object).reshape(-1)
+    return [v if isinstance(v, bytes) else bytes(v) for v in arr.tolist()]
+
+
+def _decode(message, records: list, what: str) -> list:
+    try:
+        return list(map(message.FromString, records))
+    except Exception:  # noqa: BLE001 - find which record, for the message
+        for i, r in enumerate(records):
+            try:
+                message.FromString(r)
+            except Exception as e:  # noqa: BLE001
+                raise InvalidArgumentError(f"{what}: could not parse record {i} as {message.__name__}: {e}",
+                                           what) from None
+        raise
+
+
+def _lists(maps: list, name: str, kind: str, what: str) -> list:
+    """Each record's value container for feature ``name`` (None where missing), type-checked."""
+    out = []
+    for i, fmap in enumerate(maps):
+        if name not in fmap:
+            out.append(None)
+            continue
+        f = fmap[name]
+        which = f.WhichOneof("kind")
+        if which is None:
+            out.append(())
+        elif which != kind:
+            raise InvalidArgumentError(f"{what}: feature '{name}' of record {i} holds {which}, but the spec asks "
+                                       f"for {kind}.", what)
+        else:
+            out.append(getattr(f, kind).value)
+    return out
+
+
+def _assemble(chunks, total: int, dtype: np.dtype) -> np.ndarray:
+    if dtype == object:
+        out = np.empty(total, dtype=object)
+        out[:] = list(_chain(chunks))
+        return out
+    return np.fromiter(_chain(chunks), dtype=dtype, count=total)
+
+
+def _default_values(spec, name: str, size: int, record: int, what: str) -> list:
+    if spec.default_value is None:
+        raise InvalidArgumentError(f"{what}: feature '{name}' is required but missing in record {record}.", what)
+    default = np.asarray(spec.default_value, dtype=spec.dtype if spec.dtype != object else object)
+    if default.dtype == object:
+        default = np.array([v.encode("utf-8") if isinstance(v, str) else v for v in default.reshape(-1).tolist()],
+                           dtype=object)
+    flat = np.broadcast_to(default, spec.shape).reshape(-1).tolist() if default.size != size else default.reshape(-1).tolist()
+    if len(flat) != size:
+        raise InvalidArgumentError(f"{what}: default of feature '{name}' has {default.size} values, shape "
+                                   f"{list(spec.shape)} needs {size}.", what)
+    return flat
+
+
+def _pad_value(spec):
+    if spec.default_value is not None:
+        return spec.default_value
+    return b"" if spec.dtype == object else 0
+
+
+def parse_features(maps: list, features: dict, what: str) -> dict:
+    """Parse every feature of ``features`` over ``maps`` (one feature map per record)."""
+    n = len(maps)
+    out = {}
+    for name, spec in features.items():
+        kind = _KIND[spec.dtype]
+        lists = _lists(maps, name, kind, what)
+        if isinstance(spec, FixedLenFeature):
+            size = math.prod(spec.shape)
+            for i, values in enumerate(lists):
+                if values is None:
+                    lists[i] = _default_values(spec, name, size, i, what)
+            lengths = np.fromiter(map(len, lists), dtype=np.int64, count=n)
+            if n and not (lengths == size).all():
+                i = int(np.argmax(lengths != size))
+                raise InvalidArgumentError(f"{what}: feature '{name}' of record {i} has {lengths[i]} values; "
+                                           f"FixedLenFeature shape {list(spec.shape)} needs {size}.", what)
+            out[name] = _assemble(lists, n * size, spec.dtype).reshape((n,) + spec.shape)
+        elif isinstance(spec, VarLenFeature):
+            lists = [() if v is None else v for v in lists]
+            lengths = np.fromiter(map(len, lists), dtype=np.int64, count=n)
+            splits = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+            out[name] = VarLenValue(_assemble(lists, int(splits[-1]), spec.dtype), splits)
+        elif isinstance(spec, FixedLenSequenceFeature):
+            if not spec.allow_missing and any(v is None for v in lists):
+                i = next(i for i, v in enumerate(lists) if v is None)
+                raise InvalidArgumentError(f"{what}: feature '{name}' is required but missing in record {i} "
+                                           "(FixedLenSequenceFeature without allow_missing).", what)
+            lists = [() if v is None else v for v in lists]
+            out[name] = _padded_rows(lists, spec, name, what, "record")[0]
+        else:
+            raise TypeError(f"{what}: unsupported feature spec for '{name}': {spec!r}")
+    return out
+
+
+def _padded_rows(lists, spec, name, what, unit):
+    """Records holding k * prod(shape) values each -> (n, max_k) + shape, padded; and each k."""
+    n = len(lists)
+    size = max(math.prod(spec.shape), 1)
+    lengths = np.fromiter(map(len, lists), dtype=np.int64, count=n)
+    if n and (lengths % size).any():
+        i = int(np.argmax(lengths % size != 0))
+        raise InvalidArgumentError(f"{what}: feature '{name}' of {unit} {i} has {lengths[i]} values, not a "
+                                   f"multiple of shape {list(spec.shape)}.", what)
+    rows = lengths // size
+    width = int(rows.max()) if n else 0
+    values = _assemble(lists, int(lengths.sum()), spec.dtype)
+    pad = _pad_value(spec)
+    out = np.empty((n, width * size), dtype=spec.dtype)
+    out[...] = pad if spec.dtype != object else (pad.encode() if isinstance(pad, str) else pad)
+    mask = np.arange(width * size)[None, :] < lengths[:, None]
+    out[mask] = values
+    return out.reshape((n, width) + spec.shape), rows
+
+
+def parse_example(serialized, features: dict, name=None, example_names=None) -> dict:
+    """``tf.io.parse_example``: a 1-D batch of serialized ``Example`` records -> a dict of numpy values."""
+    what = "parse_example"
+    records = _records(serialized, what)
+    maps = [m.features.feature for m in _decode(Example, records, what)]
+    return parse_features(maps, features, what)
+
+
+def parse_single_example(serialized, features: dict, name=None, example_names=None) -> dict:
+    """``tf.io.parse_single_example``: one record; no batch dimension (VarLen gives its values array)."""
+    if isinstance(serialized, np.ndarray):
+        serialized = serialized.item()
+    batch = parse_example([serialized], features)
+    return {k: (v.values if isinstance(v, VarLenValue) else v[0]) for k, v in batch.items()}
+
+
+def parse_sequence_example(serialized, context_features=None, sequence_features=None, example_names=None,
+                           name=None):
+    """``tf.io.parse_sequence_example``: ``(context, feature_lists, lengths)`` for a batch of records.
+
+    Sequence features: ``FixedLenSequenceFeature`` -> ``(batch, max_steps) + shape`` padded with its default
+    (0 / b""); ``VarLenFeature`` -> ``VarLenValue`` over all steps of all records in order (record i's
+    steps are ``lengths[name][i]`` consecutive rows)."""
+    what = "parse_sequence_example"
+    msgs = _decode(SequenceExample, _records(serialized, what), what)
+    context = parse_features([m.context.feature for m in msgs], context_features or {}, what)
+    sequences, lengths = {}, {}
+    for fname, spec in (sequence_features or {}).items():
+        kind = _KIND[spec.dtype]
+        steps_per_record = []
+        for i, m in enumerate(msgs):
+            lists = m.feature_lists.feature_list
+            if fname not in lists:
+                if isinstance(spec, FixedLenSequenceFeature) and not spec.allow_missing:
+                    raise InvalidArgumentError(f"{what}: feature list '{fname}' is required but missing in "
+                                               f"record {i}.", what)
+                steps_per_record.append([])
+                continue
+            steps = list(lists[fname].feature)
+            steps_per_record.append(_lists([{fname: s} for s in steps], fname, kind, f"{what} (record {i})"))
+        counts = np.array([len(s) for s in steps_per_record], dtype=np.int64)
+        lengths[fname] = counts
+        flat_steps = list(_chain(steps_per_record))
+        if isinstance(spec, FixedLenSequenceFeature):
+            size = math.prod(spec.shape)
+            step_lengths = np.fromiter(map(len, flat_steps), dtype=np.int64, count=len(flat_steps))
+            if len(flat_steps) and not (step_lengths == size).all():
+                j = int(np.argmax(step_lengths != size))
+                i = int(np.searchsorted(np.cumsum(counts), j, side="right"))
+                raise InvalidArgumentError(f"{what}: a step of feature list '{fname}' in record {i} has "
+                                           f"{step_lengths[j]} values; shape {list(spec.shape)} needs {size}.", what)
+            per_record = [list(_chain(s)) for s in steps_per_record]
+            sequences[fname] = _padded_rows(per_record, spec, fname, what, "record")[0]
+        elif isinstance(spec, VarLenFeature):
+            step_lengths = np.fromiter(map(len, flat_steps), dtype=np.int64, count=len(flat_steps))
+            splits = np.concatenate([[0], np.cumsum(step_lengths)]).astype(np.int64)
+            sequences[fname] = VarLenValue(_assemble(flat_steps, int(splits[-1]), spec.dtype), splits)
+        else:
+            raise TypeError(f"{what}: unsupported sequence feature spec for '{fname}': {spec!r}")
+    return context, sequences, lengths
+
+
+def parse_single_sequence_example(serialized, context_features=None, sequence_features=None,
+                                  example_name=None, name=None):
+    """``tf.io.parse_single_sequence_example``: ``(context, feature_lists)`` of one record, unbatched."""
+    if isinstance(serialized, np.ndarray):
+        serialized = serialized.item()
+    context, sequences, lengths = parse_sequence_example([serialized], context_features, sequence_features)
+    context = {k: (v.values if isinstance(v, VarLenValue) else v[0]) for k, v in context.items()}
+    sequences = {k: (v if isinstance(v, VarLenValue) else v[0]) for k, v in sequences.items()}
+    return context, sequences
