@@ -28,6 +28,10 @@ DEFAULT_GRAPH_SEED = 87654321
 
 _global_seed: int | None = None
 
+# Called with the node's identity when a random transformation is built with neither an op seed nor a
+# global seed; ``jaxfeed.determinism`` installs a hook that raises while determinism is enabled (as TF does).
+unseeded_hook = None
+
 
 def set_global_seed(seed: int | None) -> None:
     global _global_seed
@@ -46,6 +50,8 @@ def resolve(op_seed: int | None, identity: str) -> tuple[int, int] | None:
         raise TypeError(f"seed must be an int or None, got {op_seed!r}")
     g = _global_seed
     if op_seed is None and g is None:
+        if unseeded_hook is not None:
+            unseeded_hook(identity)
         return None
     if g is None:
         g = DEFAULT_GRAPH_SEED
