@@ -29,7 +29,7 @@ class Range(Node):
         super().__init__()
         self.start, self.stop, self.step = int(start), int(stop), int(step)
         self.dtype = np.dtype(output_type)
-        self._len = len(range(self.start, self.stop, self.step))
+        self._len = max(0, -((self.start - self.stop) // self.step))  # len(range()) overflows past 2**63
 
     def params(self):
         return {"start": self.start, "stop": self.stop, "step": self.step, "output_type": self.dtype.name}
