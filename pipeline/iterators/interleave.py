@@ -15,6 +15,7 @@ inner dataset is rebuilt from them on restore) and the inner iterator's state.
 from __future__ import annotations
 
 from .base import Iterator
+from .blocks import Failure
 from .flat_map import open_inner
 
 
@@ -89,7 +90,8 @@ class InterleaveIterator(Iterator):
         slots = [None if s is None else {"element": s[0], "position": s[1], "inner": s[2].get_state()}
                  for s in self._slots]
         return {"input": self.input.get_state(), "c": self._c, "b": self._b, "position": self._position,
-                "input_done": self._input_done, "slots": slots, "deferred": self._deferred}
+                "input_done": self._input_done, "slots": slots,
+                "deferred": None if self._deferred is None else Failure(self._deferred)}
 
     def set_state(self, state):
         for slot in self._slots:
@@ -99,7 +101,7 @@ class InterleaveIterator(Iterator):
         self._c, self._b = int(state["c"]), int(state["b"])
         self._position = int(state["position"])
         self._input_done = bool(state["input_done"])
-        self._deferred = state["deferred"]
+        self._deferred = None if state["deferred"] is None else state["deferred"].error
         self._slots = [None] * self._cycle
         for i, saved in enumerate(state["slots"]):
             if saved is not None:

@@ -53,7 +53,8 @@ class _Slot:
         else:
             inner = self.restore
         return {"element": self.element, "position": self.position, "inner": inner,
-                "buffer": list(self.buffer), "ended": self.ended, "input_error": self.input_error}
+                "buffer": list(self.buffer), "ended": self.ended,
+                "input_error": None if self.input_error is None else Failure(self.input_error)}
 
     @classmethod
     def restored(cls, saved: dict) -> "_Slot":
@@ -61,7 +62,7 @@ class _Slot:
         slot.restore = saved["inner"]
         slot.buffer.extend(saved["buffer"])
         slot.ended = bool(saved["ended"])
-        slot.input_error = saved["input_error"]
+        slot.input_error = None if saved["input_error"] is None else saved["input_error"].error
         return slot
 
 
