@@ -1,0 +1,206 @@
+"""``CsvDataset`` (tf.data.experimental.CsvDataset) on ``pyarrow.csv``: each element is a tuple with one
+scalar per selected column.
+
+``record_defaults`` has one entry per selected column: a dtype (``np.int64``, ``"float32"``, ``str``/
+``"string"``, ...) makes the column required, a value (or a one-element list) is its default and sets its
+type (Python int -> int32, float -> float32, str/bytes -> string, as TensorFlow converts them). A field equal
+to ``na_value`` (default: empty) takes the default; in a required column it is an error naming the file,
+the column and the row. Strings are ``bytes``.
+
+pyarrow parses a whole block of rows at once and each column becomes one numpy array per block; only the
+final ``zip`` into row tuples is per row (and runs in C). The file is decompressed into memory first
+(pyarrow reads from one buffer). State: (file, row index); restoring parses the file again and skips rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from jaxfeed.pipeline import structure
+from jaxfeed.pipeline.dataset import Dataset
+from jaxfeed.pipeline.errors import InvalidArgumentError
+
+from . import fs
+from .reader import FileReaderNode, FileRecordsIterator, filenames_node
+
+_ARROW_TYPES = {np.dtype(np.int32): pa.int32(), np.dtype(np.int64): pa.int64(), np.dtype(np.float32): pa.float32(),
+                np.dtype(np.float64): pa.float64(), np.dtype(object): pa.binary()}
+
+
+def _column_type(entry):
+    """(numpy dtype, default or None) of one record_defaults entry."""
+    if isinstance(entry, (type, np.dtype)) or (isinstance(entry, str) and entry in
+                                                 ("string", "int32", "int64", "float32", "float64")):
+        if entry in (str, bytes, object, "string"):
+            return np.dtype(object), None
+        dtype = np.dtype(entry)
+        if dtype not in _ARROW_TYPES:
+            raise TypeError(f"CsvDataset: unsupported column type {entry!r}")
+        return dtype, None
+    if isinstance(entry, (list, tuple, np.ndarray)):
+        values = list(np.asarray(entry, dtype=object).reshape(-1))
+        if len(values) != 1:
+            raise ValueError(f"CsvDataset: a record_defaults entry must be a type or one value, got {entry!r}")
+        entry = values[0]
+    if isinstance(entry, (str, bytes, np.str_, np.bytes_)):
+        return np.dtype(object), entry.encode("utf-8") if isinstance(entry, str) else bytes(entry)
+    value = structure.to_array(entry, "record_defaults entry")
+    dtype = np.asarray(value).dtype
+    if dtype not in _ARROW_TYPES:
+        raise TypeError(f"CsvDataset: unsupported default {entry!r} ({dtype})")
+    return dtype, (value.item() if hasattr(value, "item") and dtype != object else value)
+
+
+class CsvReader(FileReaderNode):
+    kind = "CsvDataset"
+
+    def __init__(self, filenames, record_defaults, compression_type="", buffer_size=None, header=False,
+                 field_delim=",", use_quote_delim=True, na_value="", select_cols=None, exclude_cols=None):
+        super().__init__((filenames,))
+        if not record_defaults:
+            raise ValueError("CsvDataset: record_defaults must name at least one column.")
+        self.columns = [_column_type(e) for e in record_defaults]
+        self.compression_type = fs.check_compression(compression_type, "CsvDataset")
+        self.buffer_size = buffer_size
+        self.header = bool(header)
+        self.field_delim = field_delim
+        self.use_quote_delim = bool(use_quote_delim)
+        self.na_value = na_value
+        if select_cols is not None and exclude_cols is not None:
+            raise ValueError("CsvDataset: give select_cols or exclude_cols, not both.")
+        if select_cols is not None:
+            select_cols = [int(c) for c in select_cols]
+            if select_cols != sorted(set(select_cols)):
+                raise InvalidArgumentError("CsvDataset: select_cols must be strictly increasing.", "CsvDataset")
+            if len(select_cols) != len(self.columns):
+                raise ValueError(f"CsvDataset: {len(select_cols)} select_cols but {len(self.columns)} "
+                                 "record_defaults.")
+        self.select_cols = select_cols
+        self.exclude_cols = None if exclude_cols is None else sorted(int(c) for c in exclude_cols)
+
+    def params(self):
+        return {"record_defaults": [(d.name, v) for d, v in self.columns], "header": self.header,
+                "select_cols": self.select_cols, "compression_type": self.compression_type}
+
+    def compute_spec(self):
+        return tuple(structure.TensorSpec((), d) for d, _ in self.columns)
+
+    def make_iterator(self, ctx):
+        return CsvIterator(self, ctx)
+
+
+class CsvSource:
+    def __init__(self, node: CsvReader, data: bytes, filename: str, row: int):
+        self._node, self._filename, self._row = node, filename, 0
+        self._indices = self._column_indices(data)
+        names = [f"c{i}" for i in range(self._width)]
+        types = {f"c{i}": _ARROW_TYPES[d] for i, (d, _) in zip(self._indices, node.columns)}
+        try:
+            self._reader = pacsv.open_csv(
+                pa.py_buffer(data),
+                read_options=pacsv.ReadOptions(column_names=names, skip_rows=1 if node.header else 0,
+                                               block_size=max(int(node.buffer_size or 0), 1 << 20)),
+                parse_options=pacsv.ParseOptions(delimiter=node.field_delim,
+                                                 quote_char='"' if node.use_quote_delim else False),
+                convert_options=pacsv.ConvertOptions(column_types=types, include_columns=list(types),
+                                                     null_values=[node.na_value], strings_can_be_null=True,
+                                                     quoted_strings_can_be_null=False))
+        except pa.ArrowInvalid as e:
+            raise self._error(str(e)) from None
+        self._pending = None
+        while self._row < row:  # restore: parse again and skip the rows already delivered
+            batch = self._next_batch()
+            if batch is None:
+                break
+            skip = min(row - self._row, batch.num_rows)
+            self._row += skip
+            if skip < batch.num_rows:
+                self._pending = batch.slice(skip)
+
+    def _column_indices(self, data: bytes):
+        first = data.split(b"\n", 1)[0]
+        self._width = max(len(first.split(self._node.field_delim.encode())), 1)
+        node = self._node
+        if node.select_cols is not None:
+            cols = node.select_cols
+        elif node.exclude_cols is not None:
+            cols = [i for i in range(self._width) if i not in node.exclude_cols]
+        else:
+            cols = list(range(len(node.columns)))
+        if len(cols) != len(node.columns) or (cols and cols[-1] >= self._width):
+            raise self._error(f"expected {len(node.columns)} selected columns, the file has {self._width}")
+        return cols
+
+    def _error(self, why: str, row=None):
+        where = f" row {row}" if row is not None else ""
+        return fs.with_location(InvalidArgumentError(f"{self._filename}{where}: {why}", "CsvDataset"),
+                                self._filename, row)
+
+    def _next_batch(self):
+        try:
+            return self._reader.read_next_batch()
+        except StopIteration:
+            return None
+        except pa.ArrowInvalid as e:
+            raise self._error(str(e), self._row) from None
+
+    @property
+    def offset(self):
+        return self._row
+
+    def read_block(self):
+        batch, self._pending = self._pending, None
+        if batch is None:
+            batch = self._next_batch()
+        if batch is None or batch.num_rows == 0:
+            return [], np.empty(0, dtype=np.int64), None
+        columns = []
+        for j, (index, (dtype, default)) in enumerate(zip(self._indices, self._node.columns)):
+            col = batch.column(f"c{index}")
+            if col.null_count:
+                if default is None:
+                    row = self._row + int(np.argmax(col.is_null().to_numpy(zero_copy_only=False)))
+                    raise self._error(f"Field {j} (column {index}) is required but missing", row)
+                col = pc.fill_null(col, pa.scalar(default, _ARROW_TYPES[dtype]))
+            columns.append(col.to_numpy(zero_copy_only=False).astype(dtype, copy=False))
+        rows = list(zip(*columns))
+        offsets = np.arange(self._row, self._row + len(rows), dtype=np.int64)
+        self._row += len(rows)
+        return rows, offsets, None
+
+    def close(self):
+        pass
+
+
+class CsvIterator(FileRecordsIterator):
+    def open_file(self, name, offset):
+        stream = fs.open_stream(name, self.node.compression_type)
+        try:
+            parts = []
+            while True:
+                chunk = stream.read(1 << 22)
+                if not chunk:
+                    break
+                parts.append(chunk)
+        finally:
+            stream.close()
+        return CsvSource(self.node, b"".join(parts), name, offset or 0)
+
+
+class CsvDataset(Dataset):
+    """``tf.data.experimental.CsvDataset(filenames, record_defaults, compression_type=None, buffer_size=None,
+    header=False, field_delim=",", use_quote_delim=True, na_value="", select_cols=None, exclude_cols=None)``."""
+
+    __slots__ = ()
+
+    def __init__(self, filenames, record_defaults, compression_type=None, buffer_size=None, header=False,
+                 field_delim=",", use_quote_delim=True, na_value="", select_cols=None, exclude_cols=None,
+                 name=None):
+        node = CsvReader(filenames_node(filenames, "CsvDataset"), record_defaults, compression_type, buffer_size,
+                         header, field_delim, use_quote_delim, na_value, select_cols, exclude_cols)
+        if name is not None:
+            node.name = str(name)
+        super().__init__(node)

@@ -1,0 +1,102 @@
+"""``TextLineDataset``: the lines of text files as ``bytes`` scalars (reference 1.7).
+
+Lines split on ``\\n``; every ``\\r`` byte is dropped (not only one before ``\\n``); blank lines are kept; a
+final newline adds no empty line. Each block is split with one ``bytes.split`` and its line offsets come
+from one cumulative sum. State: (file, byte offset of the next line in the uncompressed stream).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from jaxfeed.pipeline.dataset import Dataset
+
+from . import fs
+from .reader import FileReaderNode, FileRecordsIterator, check_parallel_reads, filenames_node, parallel_reads
+
+BLOCK_SIZE = 1 << 20
+
+
+class TextLineReader(FileReaderNode):
+    kind = "TextLineDataset"
+
+    def __init__(self, filenames, compression_type="", buffer_size=None):
+        super().__init__((filenames,))
+        self.compression_type = fs.check_compression(compression_type, "TextLineDataset")
+        self.buffer_size = None if buffer_size is None else int(buffer_size)
+
+    def params(self):
+        return {"compression_type": self.compression_type}
+
+    def make_iterator(self, ctx):
+        return TextLineIterator(self, ctx)
+
+
+class LineSource:
+    def __init__(self, stream, offset: int, block_size: int):
+        self._stream = stream
+        self._block_size = block_size
+        self._tail = b""  # an unfinished line
+        self._tail_start = offset  # stream offset of the tail
+
+    @property
+    def offset(self):
+        return self._tail_start
+
+    def read_block(self):
+        while True:
+            chunk = self._stream.read(self._block_size)
+            if not chunk:
+                if not self._tail:
+                    return [], _EMPTY, None
+                line, start = self._tail, self._tail_start
+                self._tail_start += len(line)
+                self._tail = b""
+                return [line.replace(b"\r", b"")], np.array([start], dtype=np.int64), None
+            data = self._tail + chunk if self._tail else chunk
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                self._tail = data
+                continue
+            body = data[:cut]
+            lines = body.split(b"\n")
+            sizes = np.fromiter(map(len, lines), dtype=np.int64, count=len(lines)) + 1
+            offsets = self._tail_start + np.concatenate([[0], np.cumsum(sizes[:-1])]).astype(np.int64)
+            if b"\r" in body:
+                lines = [line.replace(b"\r", b"") for line in lines]
+            self._tail = data[cut + 1:]
+            self._tail_start += cut + 1
+            return lines, offsets, None
+
+    def close(self):
+        self._stream.close()
+
+
+_EMPTY = np.empty(0, dtype=np.int64)
+
+
+class TextLineIterator(FileRecordsIterator):
+    def open_file(self, name, offset):
+        offset = offset or 0
+        stream = fs.open_stream(name, self.node.compression_type, offset)
+        return LineSource(stream, offset, max(self.node.buffer_size or BLOCK_SIZE, 1 << 12))
+
+
+class TextLineDataset(Dataset):
+    """``tf.data.TextLineDataset(filenames, compression_type=None, buffer_size=None, num_parallel_reads=None)``;
+    arguments as for ``TFRecordDataset``."""
+
+    __slots__ = ()
+
+    def __init__(self, filenames, compression_type=None, buffer_size=None, num_parallel_reads=None, name=None):
+        names = filenames_node(filenames, "TextLineDataset")
+        reads = check_parallel_reads(num_parallel_reads, "TextLineDataset")
+        compression_type = fs.check_compression(compression_type, "TextLineDataset")
+        if reads is None:
+            node = TextLineReader(names, compression_type, buffer_size)
+        else:
+            node = parallel_reads(Dataset(names), lambda f: TextLineDataset(f, compression_type, buffer_size),
+                                  reads)._node
+        if name is not None:
+            node.name = str(name)
+        super().__init__(node)
