@@ -62,13 +62,13 @@ class PaddedBatch(Node):
         """One ``LeafPlan`` per component of ``spec`` (an element spec, flattened order); validates."""
         paths = [p for p, _ in structure.iter_structure_paths(spec)]
         leaf_specs = structure.flatten(spec)
-        shapes = (_up_to(spec, self.padded_shapes, "padded_shapes") if self.padded_shapes is not None
+        shapes = (up_to(spec, self.padded_shapes, "padded_shapes") if self.padded_shapes is not None
                   else [None] * len(leaf_specs))
-        values = (_up_to(spec, self.padding_values, "padding_values") if self.padding_values is not None
+        values = (up_to(spec, self.padding_values, "padding_values") if self.padding_values is not None
                   else [None] * len(leaf_specs))
         plans = []
         for path, leaf, shape, value in zip(paths, leaf_specs, shapes, values):
-            dims = _as_dims(shape, path) if shape is not None else None
+            dims = as_dims(shape, path) if shape is not None else None
             if dims is None and self.padded_shapes is None and leaf.shape is None:
                 raise ValueError(f"padded_batch: component {path} has an unknown rank; give its shape in "
                                  "`padded_shapes`.")
@@ -96,7 +96,7 @@ class PaddedBatch(Node):
         return PaddedBatchIterator(self, ctx)
 
 
-def _up_to(template, value, what):
+def up_to(template, value, what):
     """``value``'s entries at the component positions of ``template`` (a spec or an element)."""
     out: list = []
 
@@ -120,7 +120,7 @@ def _up_to(template, value, what):
     return out
 
 
-def _as_dims(shape, path) -> tuple:
+def as_dims(shape, path) -> tuple:
     if isinstance(shape, np.ndarray):
         shape = shape.tolist()
     if not isinstance(shape, (list, tuple)):
