@@ -1,0 +1,306 @@
+"""Parquet, Arrow IPC and Feather datasets on pyarrow, random-access by row.
+
+The unit of reading is a *row group* (Parquet) or a *record batch* (IPC file / Feather v2). When the file
+list is known at construction, the node knows every unit's row count from the file metadata and maps a
+global row index to (file, unit, row): shuffle / shard / skip / take move indices and ``batch`` gathers a
+whole batch in one call. A unit is read and converted to numpy once (every column with one
+``to_numpy(zero_copy_only=False)``) and cached, so a contiguous batch is a slice of those arrays, never a
+re-stacking of rows. Elements are dicts ``{column: scalar}``; with ``batch_size=n`` the dataset streams
+record batches instead (dicts of arrays of up to n rows). Strings and binaries become ``bytes`` in object
+arrays.
+
+Sharding by row group: ``units()`` lists (file, unit, rows); ``shard_units(num_shards, index)`` keeps
+every num_shards-th unit from ``index`` (whole row groups per worker). A file list that is only known at
+run time (a Dataset of names) reads files in order, unit by unit, with (file, unit, row) state.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+
+from jaxfeed.pipeline import structure
+from jaxfeed.pipeline.dataset import Dataset
+from jaxfeed.pipeline.nodes.base import UNKNOWN
+
+from . import fs
+from .reader import FileReaderNode, FileRecordsIterator, filenames_node
+
+_CACHE_UNITS = 2
+
+
+def to_numpy_columns(table) -> dict:
+    """A Table/RecordBatch -> ``{name: numpy array}``; string-like columns become object arrays of bytes."""
+    out = {}
+    for name, col in zip(table.schema.names, table.columns):
+        t = col.type
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            col = col.cast(pa.binary() if pa.types.is_string(t) else pa.large_binary())
+        out[name] = col.to_numpy(zero_copy_only=False)
+    return out
+
+
+def _numpy_dtype(t) -> np.dtype:
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return np.dtype(object)
+    try:
+        return np.dtype(t.to_pandas_dtype())
+    except (NotImplementedError, TypeError):
+        return np.dtype(object)
+
+
+class _File:
+    """One open file: its units and how to read one."""
+
+    def __init__(self, url: str, kind: str, columns):
+        self.url, self.kind, self.columns = url, kind, columns
+        self._raw = fs.open_binary(url)
+        try:
+            if kind == "parquet":
+                self._pq = pq.ParquetFile(self._raw)
+                meta = self._pq.metadata
+                self.rows = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+                self.schema = self._pq.schema_arrow
+            else:
+                try:
+                    self._ipc = ipc.open_file(self._raw)
+                    self.rows = [self._ipc.get_batch(i).num_rows for i in range(self._ipc.num_record_batches)]
+                    self.schema = self._ipc.schema
+                    self._batches = None
+                except pa.ArrowInvalid:  # the IPC stream format: no footer, read it all
+                    self._raw.seek(0)
+                    reader = ipc.open_stream(self._raw)
+                    self._batches = list(reader)
+                    self.schema = reader.schema
+                    self.rows = [b.num_rows for b in self._batches]
+        except (pa.ArrowInvalid, OSError) as e:
+            from jaxfeed.pipeline.errors import DataLossError
+
+            raise fs.with_location(DataLossError(f"{url}: not a readable {kind} file ({e})", kind), url, 0) from None
+
+    def read(self, unit: int) -> dict:
+        if self.kind == "parquet":
+            table = self._pq.read_row_group(unit, columns=self.columns)
+        else:
+            batch = self._batches[unit] if self._batches is not None else self._ipc.get_batch(unit)
+            table = batch.select(self.columns) if self.columns else batch
+        return to_numpy_columns(table)
+
+    def close(self):
+        self._raw.close()
+
+
+class ArrowReader(FileReaderNode):
+    """Rows (or record batches) of Parquet / Arrow IPC / Feather files."""
+
+    def __init__(self, filenames, kind: str, columns=None, batch_size=None, unit_shard=None):
+        super().__init__((filenames,))
+        self.format = kind
+        self.kind = "ParquetDataset" if kind == "parquet" else "ArrowDataset"
+        self.columns = None if columns is None else [str(c) for c in columns]
+        self.batch_size = None if batch_size is None else int(batch_size)
+        self.unit_shard = unit_shard
+        self._index = None
+        self._cache: collections.OrderedDict = collections.OrderedDict()
+        self._open: dict = {}
+
+    def params(self):
+        return {"columns": self.columns, "batch_size": self.batch_size, "unit_shard": self.unit_shard}
+
+    # ------------------------------------------------------------------ metadata
+    def open(self, url: str) -> _File:
+        f = self._open.get(url)
+        if f is None:
+            f = self._open[url] = _File(url, self.format, self.columns)
+        return f
+
+    def units(self) -> list:
+        """(file, unit, rows) for every row group / record batch this dataset reads, in order."""
+        names = self.files()
+        if names is None:
+            raise TypeError(f"{self.kind}: the file list is only known at run time")
+        units = [(n, u, r) for n in names for u, r in enumerate(self.open(n).rows)]
+        if self.unit_shard is not None:
+            num, index = self.unit_shard
+            units = units[index::num]
+        return units
+
+    def _units_index(self):
+        if self._index is None:
+            units = self.units()
+            starts = np.zeros(len(units) + 1, dtype=np.int64)
+            np.cumsum([r for _, _, r in units], out=starts[1:])
+            self._index = (units, starts)
+        return self._index
+
+    def with_inputs(self, inputs):
+        new = super().with_inputs(inputs)
+        new._index, new._cache, new._open = None, collections.OrderedDict(), {}
+        return new
+
+    def compute_spec(self):
+        names = self.files()
+        schema = None
+        if names:
+            schema = self.open(names[0]).schema
+        if schema is None:
+            return {}
+        fields = [schema.field(c) for c in (self.columns or schema.names)]
+        shape = () if self.batch_size is None else (None,)
+        return {f.name: structure.TensorSpec(shape, _numpy_dtype(f.type)) for f in fields}
+
+    # ------------------------------------------------------------------ random access
+    def random_access(self):
+        return self.batch_size is None and self.inputs[0].random_access()
+
+    def length(self):
+        return int(self._units_index()[1][-1])
+
+    def cardinality(self):
+        if self.random_access():
+            return self.length()
+        if self.batch_size is not None and self.inputs[0].random_access():
+            units = self.units()
+            return int(sum(-(-r // self.batch_size) for _, _, r in units))
+        return UNKNOWN
+
+    def unit_columns(self, k: int) -> dict:
+        """Unit k's columns as numpy (cached: consecutive batches come from the same row group)."""
+        cols = self._cache.get(k)
+        if cols is None:
+            units = self._units_index()[0]
+            name, unit, _ = units[k]
+            cols = self.open(name).read(unit)
+            self._cache[k] = cols
+            while len(self._cache) > _CACHE_UNITS:
+                self._cache.popitem(last=False)
+        return cols
+
+    def gather(self, indices):
+        indices = np.asarray(indices, dtype=np.int64)
+        units, starts = self._units_index()
+        if len(indices) == 0:
+            return {k: np.empty(0, dtype=s.dtype) for k, s in self.element_spec.items()}
+        unit_of = np.searchsorted(starts, indices, side="right") - 1
+        first, last = int(unit_of[0]), int(unit_of[-1])
+        contiguous = indices[-1] - indices[0] + 1 == len(indices) and bool((np.diff(indices) == 1).all())
+        if contiguous:  # the common batch: slices of one or two units, no fancy indexing
+            parts = []
+            for k in range(first, last + 1):
+                cols = self.unit_columns(k)
+                lo = max(int(indices[0]), int(starts[k])) - int(starts[k])
+                hi = min(int(indices[-1]) + 1, int(starts[k + 1])) - int(starts[k])
+                parts.append({n: c[lo:hi] for n, c in cols.items()})
+            if len(parts) == 1:
+                return {n: c.copy() for n, c in parts[0].items()}
+            return {n: np.concatenate([p[n] for p in parts]) for n in parts[0]}
+        out = None
+        for k in np.unique(unit_of).tolist():
+            cols = self.unit_columns(k)
+            where = np.flatnonzero(unit_of == k)
+            rows = indices[where] - starts[k]
+            if out is None:
+                out = {n: np.empty(len(indices), dtype=c.dtype) for n, c in cols.items()}
+            for n, c in cols.items():
+                out[n][where] = c[rows]
+        return out
+
+    def element_at(self, index):
+        batch = self.gather(np.array([index], dtype=np.int64))
+        return {n: c[0] for n, c in batch.items()}
+
+    def make_iterator(self, ctx):
+        if self.random_access():
+            from jaxfeed.pipeline.iterators.random_access import RandomAccessIterator
+
+            return RandomAccessIterator(self, ctx)
+        return ArrowStreamIterator(self, ctx)
+
+
+class _UnitSource:
+    """Streams one file unit by unit; offsets are (unit, row) pairs."""
+
+    def __init__(self, node: ArrowReader, name: str, offset):
+        self._node = node
+        self._file = _File(name, node.format, node.columns)
+        self._unit, self._row = offset if offset is not None else (0, 0)
+
+    @property
+    def offset(self):
+        return (self._unit, self._row)
+
+    def read_block(self):
+        f = self._file
+        while self._unit < len(f.rows) and self._row >= f.rows[self._unit]:
+            self._unit, self._row = self._unit + 1, 0
+        if self._unit >= len(f.rows):
+            return [], [], None
+        cols = f.read(self._unit)
+        rows = f.rows[self._unit]
+        size = self._node.batch_size
+        items, offsets = [], []
+        if size is None:
+            part = {n: c[self._row:] for n, c in cols.items()}
+            items = structure.unstack_rows(part, rows - self._row)
+            offsets = [(self._unit, r) for r in range(self._row, rows)]
+        else:
+            for lo in range(self._row, rows, size):
+                items.append({n: c[lo:lo + size] for n, c in cols.items()})
+                offsets.append((self._unit, lo))
+        self._unit, self._row = self._unit + 1, 0
+        return items, offsets, None
+
+    def close(self):
+        self._file.close()
+
+
+class ArrowStreamIterator(FileRecordsIterator):
+    def open_file(self, name, offset):
+        return _UnitSource(self.node, name, None if offset is None else tuple(offset))
+
+
+class _ArrowDatasetBase(Dataset):
+    __slots__ = ()
+    _format = ""
+
+    def __init__(self, filenames, columns=None, batch_size=None, name=None, _node=None):
+        node = _node or ArrowReader(filenames_node(filenames, type(self).__name__), self._format, columns, batch_size)
+        if name is not None:
+            node.name = str(name)
+        super().__init__(node)
+
+    def units(self) -> list:
+        """(file, row group or record batch, rows) for every unit read, in order (for sharding)."""
+        return self._node.units()
+
+    def shard_units(self, num_shards: int, index: int):
+        """This dataset restricted to every ``num_shards``-th unit from ``index`` (whole row groups)."""
+        if not 0 <= int(index) < int(num_shards):
+            from jaxfeed.pipeline.errors import InvalidArgumentError
+
+            raise InvalidArgumentError(f"shard_units: index {index} out of range for {num_shards} shards",
+                                       "shard_units")
+        return type(self)(None, _node=self._node.replace(unit_shard=(int(num_shards), int(index)), _index=None,
+                                                         _cache=collections.OrderedDict(), _open={}))
+
+
+class ParquetDataset(_ArrowDatasetBase):
+    """``ParquetDataset(filenames, columns=None, batch_size=None)``: rows as ``{column: scalar}`` dicts
+    (random-access when ``filenames`` is a str or list), or record batches of up to ``batch_size`` rows."""
+
+    __slots__ = ()
+    _format = "parquet"
+
+
+class ArrowDataset(_ArrowDatasetBase):
+    """Like ``ParquetDataset`` for Arrow IPC files, IPC streams and Feather (v2) files."""
+
+    __slots__ = ()
+    _format = "ipc"
+
+
+FeatherDataset = ArrowDataset
