@@ -1,0 +1,89 @@
+"""``scan``: the state is threaded through a block of elements in one loop; failures keep their place
+(the state is unchanged by an element whose step failed)."""
+
+from __future__ import annotations
+
+from .. import structure
+from ..errors import in_transformation
+from .base import Iterator
+from .blocks import Delivery, Failure
+
+BLOCK = 256
+
+
+def _dtype(leaf):
+    return structure.STRING if isinstance(leaf, bytes) else getattr(leaf, "dtype", None)
+
+
+def step(fn, state, element, label: str):
+    """``(new_state, output)`` of one call, normalised; TypeError naming ``label`` if it is not a pair."""
+    result = fn(state, element)
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise TypeError(f"{label}: `scan_func` must return a pair (new_state, output), got "
+                        f"{type(result).__name__}.")
+    return (structure.normalize(result[0], f"new state of {label}"),
+            structure.normalize(result[1], f"output of {label}"))
+
+
+class ScanIterator(Iterator):
+    def __init__(self, node, ctx):
+        super().__init__(node, ctx)
+        self.input = ctx.build(node.inputs[0])
+        self._label = node.label()
+        self._state = node.initial_state
+        self._dtypes = [_dtype(x) for x in structure.flatten(node.initial_state)]
+        self._position = 0
+        self._ready = Delivery()
+
+    def _check_state(self, new_state):
+        if not structure.same_structure(self.node.initial_state, new_state) or \
+                [_dtype(x) for x in structure.flatten(new_state)] != self._dtypes:
+            raise TypeError(
+                f"{self._label}: the new state must keep the initial state's structure and dtypes: initial "
+                f"{structure.spec_of(self.node.initial_state)!r}, new {structure.spec_of(new_state)!r}.")
+
+    def _refill(self, n: int) -> bool:
+        block = self.input.next_many(n)
+        if not block:
+            return False
+        fn, label, state = self.node.scan_func, self._label, self._state
+        out, failed = [], False
+        for i, element in enumerate(block):
+            try:
+                new_state, output = step(fn, state, element, label)
+                self._check_state(new_state)
+            except Exception as e:  # noqa: BLE001 - user code; raised in place, the state unchanged
+                out.append(Failure(in_transformation(e, label, self._position + i)))
+                failed = True
+                continue
+            state = new_state
+            out.append(output)
+        self._state = state
+        self._position += len(block)
+        self._ready = Delivery(out, failed)
+        return True
+
+    def _next_many(self, n):
+        if not len(self._ready) and not self._refill(min(n, BLOCK)):
+            return []
+        return self._ready.take(n)
+
+    def _next(self):
+        out = self._next_many(1)
+        if not out:
+            raise StopIteration
+        return out[0]
+
+    def children(self):
+        return [self.input]
+
+    def get_state(self):
+        return {"input": self.input.get_state(), "state": self._state, "position": self._position,
+                "ready": self._ready.remaining()}
+
+    def set_state(self, state):
+        self.input.set_state(state["input"])
+        self._state = state["state"]
+        self._position = int(state["position"])
+        ready = list(state["ready"])
+        self._ready = Delivery(ready, any(type(r) is Failure for r in ready))

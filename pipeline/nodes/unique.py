@@ -1,0 +1,34 @@
+"""``unique``: the first occurrence of each element (integer or string scalars)."""
+
+from __future__ import annotations
+
+
+from .. import structure
+from .base import UNKNOWN
+from .common import PassThrough
+
+
+class Unique(PassThrough):
+    """tf.data's ``unique``: elements must be integer or string scalars (TypeError otherwise). The saved
+    state holds every distinct element seen so far, so it grows with the number of distinct elements."""
+
+    kind = "Unique"
+
+    def __init__(self, input_node):
+        super().__init__((input_node,))
+        spec = input_node.element_spec
+        if not isinstance(spec, structure.TensorSpec) or not (
+                spec.dtype == structure.STRING or spec.dtype.kind in "iu") or spec.shape not in ((), None):
+            raise TypeError("unique: Unique transformation only supports datasets of scalar integer or string "
+                            f"elements, got {spec!r}.")
+
+    def cardinality(self):
+        return UNKNOWN
+
+    def make_iterator(self, ctx):
+        from ..iterators.unique import UniqueIterator
+
+        return UniqueIterator(self, ctx)
+
+
+
