@@ -18,6 +18,9 @@ class OpError(Exception):
         self.message = message
         self.op = op
 
+    def __str__(self):  # OSError subclasses would print "[Errno None] ..." once `filename` is set
+        return self.message
+
 
 class CancelledError(OpError):
     pass

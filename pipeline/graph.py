@@ -102,7 +102,7 @@ def _hash_value(h, value, depth=0):
             h.update(repr(k).encode())
             _hash_value(h, v, depth + 1)
         return
-    if hasattr(value, "_node"):  # a Dataset
+    if hasattr(value, "_node") and not isinstance(value, type):  # a Dataset (not a Dataset class)
         h.update(fingerprint(value._node).encode())
         return
     text = repr(value)
