@@ -1,8 +1,12 @@
 """Parallel ``map`` on threads: blocks of elements go to worker threads, results come back in order.
 
 Elements cross threads in blocks sized so that one task takes about half a millisecond (a thread
-hand-off costs tens of microseconds here), with at most ``2 x workers`` blocks in flight. With
-``deterministic=False`` blocks are delivered as they complete; otherwise in input order.
+hand-off costs tens of microseconds here), with at most ``2 x parallelism`` blocks in flight. With
+``deterministic=False`` blocks are delivered as they complete; otherwise in input order (the consumer
+stalls only on the oldest block, and at most ``2 x parallelism`` blocks are ever buffered).
+
+``num_parallel_calls=AUTOTUNE``: the pool has one thread per CPU in the budget and the parallelism (blocks
+in flight / 2) starts at 1 and rises while the consumer waits (``autotune.Tuner``).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import time
 from concurrent import futures
 
 from ..options import effective_deterministic
+from . import autotune
 from .base import Iterator
 from .blocks import Delivery, Failure, apply_block
 from .map import node_seeds, rng_factory
@@ -46,6 +51,10 @@ class ParallelMapIterator(Iterator):
         self._label = node.label()
         self.deterministic = effective_deterministic(ctx.options, node.deterministic)
         self.workers = self._initial_workers(node, ctx)
+        self._tuner = None
+        if (node.num_parallel_calls or 0) < 0 and autotune.enabled(ctx.options):
+            self._tuner = autotune.Tuner(1, self.workers)
+        self.work_seconds = 0.0  # function time measured on the workers (statistics)
         self._pool = None
         self._inflight: collections.deque = collections.deque()
         self._ready = Delivery()
@@ -66,7 +75,7 @@ class ParallelMapIterator(Iterator):
     def _fill(self):
         if self._pool is None:
             self._pool = futures.ThreadPoolExecutor(self.workers, thread_name_prefix="jaxfeed-map")
-        limit = 2 * self.workers
+        limit = 2 * (self._tuner.value if self._tuner is not None else self.workers)
         while not self._input_done and len(self._inflight) < limit:
             try:
                 block = self.input.next_many(self._block)
@@ -96,7 +105,15 @@ class ParallelMapIterator(Iterator):
         self._fill()
         if not self._inflight:
             return False
-        results, failed, per_element = self._next_done().result()
+        done = self._next_done()
+        if self._tuner is not None:
+            if not done.done():
+                t0 = time.perf_counter()
+                done.result()
+                self._tuner.waited(time.perf_counter() - t0)
+            self._tuner.tick()
+        results, failed, per_element = done.result()
+        self.work_seconds += per_element * len(results)
         if per_element > 0:
             self._block = max(1, min(MAX_BLOCK, int(TARGET_TASK_SECONDS / per_element)))
         self._ready = Delivery(results, failed)
@@ -113,6 +130,13 @@ class ParallelMapIterator(Iterator):
         if not len(self._ready) and not self._refill():
             return []
         return self._ready.take(n)
+
+    def buffer_fill(self) -> float:
+        return len(self._inflight) / (2 * (self._tuner.value if self._tuner is not None else self.workers))
+
+    @property
+    def parallelism(self) -> int:
+        return self._tuner.value if self._tuner is not None else self.workers
 
     def children(self):
         return [self.input]

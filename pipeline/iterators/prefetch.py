@@ -3,8 +3,9 @@
 Saving state is consistent while the producer runs: ``get_state`` takes the input lock (so the producer is
 not inside its input), then records the input's state and the buffered elements.
 
-AUTOTUNE sizing: the buffer starts at 2 elements and doubles (up to ``MAX_AUTOTUNE`` and the RAM budget)
-whenever the consumer finds it empty, i.e. when the consumer waited on the producer.
+AUTOTUNE sizing: the buffer starts at 2 elements and doubles (up to ``MAX_AUTOTUNE`` elements and
+``Options.autotune.ram_budget`` bytes, estimated from the first element) whenever the consumer finds it
+empty, i.e. when the consumer waited on the producer (see ``autotune.py``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import collections
 import threading
 
+from . import autotune
 from .base import Iterator
 from .blocks import Failure
 
@@ -24,8 +26,8 @@ class PrefetchIterator(Iterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)
         self.input = ctx.build(node.inputs[0])
-        self._autotune = node.buffer_size < 0
-        self.capacity = 2 if self._autotune else node.buffer_size
+        self._autotune = node.buffer_size < 0 and autotune.enabled(ctx.options)
+        self.capacity = 2 if node.buffer_size < 0 else node.buffer_size
         self._buf: collections.deque = collections.deque()
         self._cond = threading.Condition()
         self._input_lock = threading.Lock()
@@ -33,7 +35,8 @@ class PrefetchIterator(Iterator):
         self._stop = False
         self._ended = False  # the producer saw the end of the input
         self.waits = 0  # times the consumer found the buffer empty (for statistics and autotuning)
-        self._ram_budget = ctx.options.autotune.ram_budget
+        self._ram_budget = autotune.ram_budget(ctx.options) if self._autotune else 0
+        self._element_bytes = 0  # estimated from the first element, for the RAM budget
 
     def _start(self):
         self._thread = threading.Thread(target=self._produce, name="jaxfeed-prefetch", daemon=True)
@@ -63,6 +66,8 @@ class PrefetchIterator(Iterator):
                     self._buf.append(_END)
                     self._cond.notify_all()
                     return
+                if not self._element_bytes and self._autotune and type(block[0]) is not Failure:
+                    self._element_bytes = autotune.element_bytes(block[0])
                 self._buf.extend(block)
                 self._cond.notify_all()
 
@@ -72,7 +77,8 @@ class PrefetchIterator(Iterator):
         with self._cond:
             if not self._buf:
                 self.waits += 1
-                if self._autotune and self.capacity < MAX_AUTOTUNE:
+                if self._autotune and self.capacity < MAX_AUTOTUNE and \
+                        2 * self.capacity * self._element_bytes <= self._ram_budget:
                     self.capacity *= 2
                     self._cond.notify_all()
                 while not self._buf:
@@ -108,6 +114,9 @@ class PrefetchIterator(Iterator):
                 out.append(buf.popleft())
             self._cond.notify_all()
         return out
+
+    def buffer_fill(self) -> float:
+        return len(self._buf) / max(1, self.capacity)
 
     def children(self):
         return [self.input]

@@ -144,7 +144,9 @@ class ProcessMapIterator(Iterator):
         self.deterministic = effective_deterministic(ctx.options, node.deterministic)
         npc = node.num_parallel_calls
         self.workers = npc if npc and npc > 0 else (ctx.options.execution.num_workers or ctx.cpu_count)
-        self._stack = False  # map+batch fusion sets this: workers stack failure-free blocks
+        # Workers stack a failure-free block of like elements into one batch: one pickled array per leaf
+        # instead of one per element (unpickling small arrays costs ~4 us each).
+        self._stack = True
         self._pool: _Pool | None = None
         self._finalizer = None
         self._inflight: collections.deque = collections.deque()
@@ -157,6 +159,7 @@ class ProcessMapIterator(Iterator):
         self._block = 8  # adapted from the per-element time workers report
         self._seeds = node_seeds(node)
         self._dead: WorkerDiedError | None = None
+        self.work_seconds = 0.0  # function time measured in the workers (statistics)
 
     # ------------------------------------------------------------------ workers
     def _start(self):
@@ -222,7 +225,7 @@ class ProcessMapIterator(Iterator):
         task_id, per_element, slab, used, tag, results = answer
         task = self._by_id.pop(task_id)
         self._load[w] -= 1
-        failed = any(type(r) is Failure for r in results)
+        failed = tag != STACKED and any(type(r) is Failure for r in results)
         if slab is not None or used < 0:
             if used < 0:
                 self._pool.slabs.want(-used)
@@ -230,6 +233,7 @@ class ProcessMapIterator(Iterator):
             if used > 0:
                 results = [_restore(r, data) for r in results]
         task.result = (results, failed, tag)
+        self.work_seconds += per_element * task.size
         if per_element > 0:
             self._block = max(1, min(MAX_BLOCK, int(TARGET_TASK_SECONDS / per_element)))
 

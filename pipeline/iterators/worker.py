@@ -3,8 +3,9 @@
 A worker receives the cloudpickled function once, then tasks over its pipe:
 ``(task_id, position, block, unpack, slab_name, seeds, iteration, stack)``. It runs the block with
 ``apply_block`` (failures stay in their element's slot), writes big numpy leaves into the lent slab and
-answers ``(task_id, seconds per element, slab_name, bytes used or needed, results)``. With ``stack`` (map+batch
-fusion) a failure-free block is stacked into one batch here, so one array crosses instead of many.
+answers ``(task_id, seconds per element, slab_name, bytes used or needed, tag, results)``. With ``stack``, a
+failure-free block of like elements is stacked into one batch here (tag ``STACKED``), so one array per
+leaf crosses instead of one per element.
 
 Exceptions travel pickled with their type; one that cannot be pickled becomes a ``RuntimeError`` carrying
 the original type name and traceback text. The loop ends on ``None`` or when the consumer's end of the
@@ -53,7 +54,7 @@ def main(conn, fn_bytes: bytes, label: str) -> None:
         if stack and not failed and results:
             try:
                 results, tag = [structure.stack(results, what=f"batch ({label})")], STACKED
-            except Exception:  # noqa: BLE001 - the consumer re-batches and reports it where plain batch would
+            except Exception:  # noqa: BLE001 - ragged elements travel one by one
                 pass
         per_element = (time.perf_counter() - t0) / max(1, len(block))
         used = 0
