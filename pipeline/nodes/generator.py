@@ -1,0 +1,122 @@
+"""``from_generator``: elements from a Python generator, checked against a declared signature."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import structure
+from .base import UNKNOWN, Node
+
+
+def _dtype(t) -> np.dtype:
+    """A numpy dtype from what users write: numpy types, names, ``str``/``bytes``/"string", or an object
+    with ``as_numpy_dtype`` (a TensorFlow dtype in ported code)."""
+    t = getattr(t, "as_numpy_dtype", t)
+    if t is str or t is bytes or (isinstance(t, str) and t in ("string", "str", "bytes")):
+        return structure.STRING
+    try:
+        dtype = np.dtype(t)
+    except TypeError:
+        raise TypeError(f"from_generator: {t!r} is not a dtype.") from None
+    return structure.STRING if dtype.kind in "OSU" else dtype
+
+
+def _shape(s):
+    if s is None:
+        return None
+    dims = getattr(s, "as_list", None)
+    s = dims() if dims is not None else s
+    try:
+        return tuple(None if d is None or d == -1 else int(d) for d in s)
+    except TypeError:
+        raise TypeError(f"from_generator: {s!r} is not a shape.") from None
+
+
+def _signature_from_types(types, shapes, path="output_types"):
+    """TensorSpecs from ``output_types`` and ``output_shapes`` matched up to the types' structure."""
+    if isinstance(types, list):
+        raise TypeError(f"from_generator: {path} is a list; use a tuple for a structure of components.")
+    if isinstance(types, tuple):
+        if shapes is not None and (not isinstance(shapes, (tuple, list)) or len(shapes) != len(types)):
+            raise ValueError(f"from_generator: `output_shapes` {shapes!r} does not match the structure of "
+                             f"`output_types` {types!r}.")
+        specs = [_signature_from_types(t, None if shapes is None else shapes[i], f"{path}[{i}]")
+                 for i, t in enumerate(types)]
+        return type(types)(*specs) if structure.is_namedtuple(types) else tuple(specs)
+    if isinstance(types, dict):
+        if shapes is not None and (not isinstance(shapes, dict) or set(shapes) != set(types)):
+            raise ValueError(f"from_generator: `output_shapes` {shapes!r} does not match the structure of "
+                             f"`output_types` {types!r}.")
+        return {k: _signature_from_types(t, None if shapes is None else shapes[k], f"{path}[{k!r}]")
+                for k, t in types.items()}
+    return structure.TensorSpec(_shape(shapes), _dtype(types))
+
+
+def _check_signature(signature, path="output_signature"):
+    if isinstance(signature, list):
+        raise TypeError(f"from_generator: {path} is a list; use a tuple for a structure of components.")
+    if isinstance(signature, tuple):
+        for i, s in enumerate(signature):
+            _check_signature(s, f"{path}[{i}]")
+    elif isinstance(signature, dict):
+        for k, s in signature.items():
+            _check_signature(s, f"{path}[{k!r}]")
+    elif not isinstance(signature, structure.TensorSpec):
+        raise TypeError(f"from_generator: {path} must be a TensorSpec (or a structure of them), got "
+                        f"{type(signature).__name__}.")
+
+
+class Generator(Node):
+    """tf.data's ``from_generator`` [reference 1.4]: each iterator calls ``generator(*args)`` again and checks
+    every yielded element against the signature (InvalidArgumentError for a wrong structure or shape; an
+    exception in the generator becomes an InvalidArgumentError carrying its text, after the elements
+    yielded before it).
+
+    Deliberate differences from tf.data: a value that does not fit the declared dtype without loss
+    (1.5 or 2**40 into int32) raises InvalidArgumentError instead of being cast silently; and iterators
+    save their state by *replay*: the state is the number of elements consumed, and a restore calls the
+    generator again and skips that many. That is only correct for a generator that yields the same
+    sequence every time. ``Options.experimental_external_state_policy = ExternalStatePolicy.FAIL`` makes
+    saving raise FailedPreconditionError instead (tf.data's behaviour); ``WARN`` logs a warning and saves.
+    """
+
+    kind = "Generator"
+    is_source = True
+
+    def __init__(self, generator, output_types=None, output_shapes=None, args=None, output_signature=None):
+        super().__init__()
+        if not callable(generator):
+            raise TypeError("from_generator: `generator` must be a Python callable.")
+        if output_signature is not None:
+            if output_types is not None:
+                raise TypeError("from_generator: the `output_types` argument can not be used together with "
+                                "the `output_signature` argument.")
+            if output_shapes is not None:
+                raise TypeError("from_generator: the `output_shapes` argument can not be used together with "
+                                "the `output_signature` argument.")
+            _check_signature(output_signature)
+            self.signature = output_signature
+        elif output_types is not None:
+            self.signature = _signature_from_types(output_types, output_shapes)
+        else:
+            raise TypeError("from_generator: either `output_signature` or `output_types` must be given.")
+        self.generator = generator
+        self.args = () if args is None else tuple(structure.normalize_data(a, "from_generator args")
+                                                   for a in args)
+
+    def params(self):
+        return {"generator": self.generator, "output_signature": self.signature, "args": self.args}
+
+    def functions(self):
+        return {"generator": self.generator}
+
+    def compute_spec(self):
+        return self.signature
+
+    def cardinality(self):
+        return UNKNOWN
+
+    def make_iterator(self, ctx):
+        from ..iterators.generator import GeneratorIterator
+
+        return GeneratorIterator(self, ctx)
