@@ -74,7 +74,8 @@ def __getattr__(name):  # the heavier pieces load on first use
         from . import run_manifest
 
         return getattr(run_manifest, name)
-    if name in ("ordered_sum", "ordered_mean"):
+    if name in ("ordered_sum", "ordered_mean", "psum_in_order", "pmean_in_order", "sum_over_batch",
+                "mean_over_batch"):
         from . import reduction
 
         return getattr(reduction, name)
@@ -84,4 +85,5 @@ def __getattr__(name):  # the heavier pieces load on first use
 __all__ = ["enable_op_determinism", "disable_op_determinism", "is_op_determinism_enabled", "settings",
            "format_settings", "set_random_seed", "get_random_seed", "op_seed", "jax_key", "jax_key_for",
            "with_jax_key", "stateful", "check_determinism", "CheckReport", "manifest", "compare_manifests",
-           "ordered_sum", "ordered_mean", "DeterminismWarning", "UnimplementedError"]
+           "ordered_sum", "ordered_mean", "psum_in_order", "pmean_in_order", "sum_over_batch", "mean_over_batch",
+           "DeterminismWarning", "UnimplementedError"]

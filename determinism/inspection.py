@@ -129,6 +129,8 @@ _IO = _ids(builtins.open, builtins.input, os.write, os.remove, os.unlink, os.ren
            shutil.rmtree, subprocess.run, subprocess.Popen, subprocess.call, subprocess.check_output,
            subprocess.check_call, socket.socket, socket.create_connection, np.save, np.savez, np.savetxt,
            np.load, np.loadtxt, np.fromfile, np.memmap)
+_NP_LEGACY_FUNCS = {id(getattr(np.random, n)): n for n in ("seed", "get_state", "set_state")
+                    if hasattr(np.random, n)}
 _RNG_TYPES = (np.random.Generator, np.random.RandomState, random.Random, np.random.BitGenerator)
 
 
@@ -145,6 +147,11 @@ def _classify(obj):
         if key in _GENERATOR_CTORS:
             return "generator_ctor", _qual(obj)
         owner = getattr(obj, "__self__", None)
+        name = getattr(obj, "__name__", "")
+        if isinstance(owner, type) and issubclass(owner, datetime.date) and name in ("now", "utcnow", "today"):
+            return "clock", f"{owner.__module__}.{owner.__qualname__}.{name}"
+        if key in _NP_LEGACY_FUNCS:
+            return "global_rng", f"numpy.random.{_NP_LEGACY_FUNCS[key]}"
         if owner is not None and not isinstance(owner, types.ModuleType):
             if owner is random._inst:
                 return "global_rng", f"random.{obj.__name__}"

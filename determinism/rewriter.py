@@ -91,6 +91,9 @@ def make_deterministic(root, options, log):
             changes["num_parallel_calls"] = None
             _note(log, node, f"runs serially: a stateful function below it ({below}) must run on the consumer's "
                              "thread, not ahead of it")
+        if changes.get("num_parallel_calls", 0) is None and getattr(node, "cycle_length", 0) in (None, -1):
+            # interleave's default cycle follows num_parallel_calls: keep the cycle, so the order is kept
+            changes["cycle_length"] = node.cycle
         if changes:
             new = node.replace(**changes)
         if below and node.kind in ASYNC_KINDS and getattr(node, "buffer_size", 0) != 0:
