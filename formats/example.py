@@ -108,14 +108,14 @@ def feature(values) -> Feature:
     """A ``Feature`` from a value or list: bytes/str -> bytes_list, floats -> float_list, ints -> int64_list."""
     arr = np.asarray(values if isinstance(values, (list, tuple, np.ndarray)) else [values])
     f = Feature()
-    if arr.dtype.kind in "SUO":
+    if arr.size == 0 and arr.dtype.kind not in "SUO":
+        f.int64_list.SetInParent()  # an empty list still has a kind (reference 9)
+    elif arr.dtype.kind in "SUO":
         f.bytes_list.value.extend(v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in arr.reshape(-1).tolist())
     elif arr.dtype.kind == "f":
         f.float_list.value.extend(arr.reshape(-1).astype(np.float32).tolist())
     elif arr.dtype.kind in "iub":
         f.int64_list.value.extend(arr.reshape(-1).astype(np.int64).tolist())
-    elif arr.size == 0:
-        f.int64_list.SetInParent()  # an empty list still has a kind (reference 9)
     else:
         raise TypeError(f"cannot make a Feature from {values!r}")
     return f
