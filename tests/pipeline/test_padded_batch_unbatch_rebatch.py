@@ -247,3 +247,19 @@ def test_regroup_splits_a_global_batch_into_views():  # what the distribute laye
 
 def test_rebatch_resumes_with_a_partial_output_pending():
     assert_resumes_everywhere(lambda: Dataset.range(11).batch(3).rebatch([4, 0, 2]))
+
+
+def test_padded_batch_continues_after_a_failed_batch():
+    it = iter(sequences(6).padded_batch(2, padded_shapes=[3]))
+    next(it)
+    with pytest.raises(errors.DataLossError):
+        next(it)
+    with pytest.raises(errors.DataLossError):  # elements 5 and 6 are too long as well
+        next(it)
+    assert list(it) == []
+
+
+def test_padded_batch_elements_of_different_ranks_are_invalid():
+    ds = Dataset.range(2).map(lambda x: np.zeros((1,) * int(x + 1)))
+    with pytest.raises(errors.InvalidArgumentError, match="same rank"):
+        list(ds.padded_batch(2))
