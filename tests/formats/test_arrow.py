@@ -1,0 +1,93 @@
+"""Parquet / Arrow IPC / Feather datasets: projection, rows vs batches, random access, row-group shards."""
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.feather as feather
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+import pytest
+
+from jaxfeed.formats import ArrowDataset, ParquetDataset
+from jaxfeed.pipeline import Dataset
+from jaxfeed.pipeline.testing import assert_resumes_everywhere
+
+N = 23
+
+
+def table(offset=0):
+    ids = np.arange(offset, offset + N)
+    return pa.table({"id": ids, "name": [f"n{i}" for i in ids], "x": ids.astype(np.float32) / 2})
+
+
+@pytest.fixture()
+def parquet_files(tmp_path):
+    names = []
+    for k in range(2):
+        path = tmp_path / f"p{k}.parquet"
+        pq.write_table(table(k * N), str(path), row_group_size=5)
+        names.append(str(path))
+    return names
+
+
+def test_parquet_rows_with_projection(parquet_files):
+    ds = ParquetDataset(parquet_files, columns=["id", "name"])
+    rows = list(ds)
+    assert len(ds) == 2 * N and len(rows) == 2 * N
+    assert rows[7] == {"id": 7, "name": b"n7"} and set(rows[0]) == {"id", "name"}
+    assert ds.element_spec["name"].dtype == object
+
+
+def test_parquet_batch_gathers_slices_of_row_groups(parquet_files):
+    batches = list(ParquetDataset(parquet_files).batch(8))
+    assert np.concatenate([b["id"] for b in batches]).tolist() == list(range(2 * N))
+    assert batches[1]["name"].dtype == object and batches[1]["x"].dtype == np.float32
+
+
+def test_parquet_gather_of_scattered_indices(parquet_files):
+    node = ParquetDataset(parquet_files)._node
+    got = node.gather(np.array([40, 3, 22, 23, 3]))
+    assert got["id"].tolist() == [40, 3, 22, 23, 3] and got["name"][0] == b"n40"
+
+
+def test_parquet_record_batch_mode(parquet_files):
+    batches = list(ParquetDataset(parquet_files, batch_size=4))
+    assert all(len(b["id"]) <= 4 for b in batches)
+    assert np.concatenate([b["id"] for b in batches]).tolist() == list(range(2 * N))
+
+
+def test_parquet_units_and_shards_by_row_group(parquet_files):
+    ds = ParquetDataset(parquet_files)
+    units = ds.units()
+    assert len(units) == 10 and units[0] == (parquet_files[0], 0, 5)
+    shards = [[r["id"] for r in ds.shard_units(3, i)] for i in range(3)]
+    assert sorted(sum(shards, [])) == list(range(2 * N))
+    assert shards[0][:5] == [0, 1, 2, 3, 4] and shards[1][:5] == [5, 6, 7, 8, 9]
+
+
+def test_parquet_resumes_everywhere_through_shuffle_and_batch(parquet_files):
+    assert_resumes_everywhere(lambda: ParquetDataset(parquet_files).shuffle(7, seed=3).batch(5))
+
+
+def test_parquet_streams_when_files_come_from_a_dataset(parquet_files):
+    names = Dataset.from_tensor_slices(parquet_files).map(lambda f: f)
+    rows = list(ParquetDataset(names))
+    assert [r["id"] for r in rows] == list(range(2 * N))
+    assert_resumes_everywhere(lambda: ParquetDataset(names, columns=["id"]))
+
+
+@pytest.mark.parametrize("writer", ["feather", "ipc_file", "ipc_stream"])
+def test_arrow_formats_read_rows(tmp_path, writer):
+    path = str(tmp_path / "t.arrow")
+    t = table()
+    if writer == "feather":
+        feather.write_feather(t, path, chunksize=6)
+    elif writer == "ipc_file":
+        with ipc.new_file(path, t.schema) as w:
+            w.write_table(t, max_chunksize=6)
+    else:
+        with ipc.new_stream(path, t.schema) as w:
+            w.write_table(t, max_chunksize=6)
+    ds = ArrowDataset(path, columns=["id", "name"])
+    assert [r["id"] for r in ds] == list(range(N)) and len(ds.units()) == 4
+    assert list(ds)[3]["name"] == b"n3"
+    assert_resumes_everywhere(lambda: ArrowDataset(path).batch(7))

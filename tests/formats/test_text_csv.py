@@ -1,0 +1,95 @@
+"""TextLineDataset (reference 1.7) and CsvDataset."""
+
+import gzip
+
+import numpy as np
+import pytest
+
+from jaxfeed.formats import CsvDataset, TextLineDataset
+from jaxfeed.pipeline import errors
+from jaxfeed.pipeline.testing import assert_resumes_everywhere
+
+
+def write(tmp_path, name, data: bytes) -> str:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return str(path)
+
+
+@pytest.mark.parametrize("data,lines", [
+    (b"x\r\ny", [b"x", b"y"]),
+    (b"q\rr\n", [b"qr"]),
+    (b"p\n\n", [b"p", b""]),
+    (b"a\nbb\n\nccc", [b"a", b"bb", b"", b"ccc"]),
+    (b"", []),
+])
+@pytest.mark.parametrize("buffer_size", [None, 1])
+def test_text_lines_follow_tf_data(tmp_path, data, lines, buffer_size):
+    assert list(TextLineDataset(write(tmp_path, "t.txt", data), buffer_size=buffer_size)) == lines
+
+
+def test_text_gzip_and_zlib(tmp_path):
+    import zlib
+
+    data = b"one\ntwo\r\nthree\n"
+    gz = write(tmp_path, "t.gz", gzip.compress(data))
+    zz = write(tmp_path, "t.zz", zlib.compress(data))
+    assert list(TextLineDataset(gz, "GZIP")) == list(TextLineDataset(zz, "ZLIB")) == [b"one", b"two", b"three"]
+
+
+def test_text_resumes_at_every_line(tmp_path):
+    names = [write(tmp_path, "a.txt", b"a\r\n\nbb\nccc"), write(tmp_path, "b.txt", b"dd\n"),
+             write(tmp_path, "c.gz", gzip.compress(b"e\nf\n"))]
+    assert_resumes_everywhere(lambda: TextLineDataset(names[:2], buffer_size=2))
+    assert_resumes_everywhere(lambda: TextLineDataset(names[2:], "GZIP", buffer_size=1))
+
+
+def test_text_missing_file_is_not_found(tmp_path):
+    with pytest.raises(errors.NotFoundError, match="missing.txt"):
+        list(TextLineDataset(str(tmp_path / "missing.txt")))
+
+
+CSV = b"id,score,name\n1,2.5,x\n,3,\"y,z\"\n4,,\n"
+
+
+def test_csv_header_types_and_defaults(tmp_path):
+    rows = list(CsvDataset(write(tmp_path, "c.csv", CSV), [np.int64(-1), 0.0, "none"], header=True))
+    assert rows == [(1, np.float32(2.5), b"x"), (-1, np.float32(3.0), b"y,z"), (4, np.float32(0.0), b"none")]
+    assert [type(v) for v in rows[0]] == [np.int64, np.float32, bytes]
+
+
+def test_csv_python_int_default_is_int32_like_tensorflow(tmp_path):
+    rows = list(CsvDataset(write(tmp_path, "c.csv", CSV), [0, "none"], header=True, select_cols=[0, 2]))
+    assert rows[0][0].dtype == np.int32 and rows == [(1, b"x"), (0, b"y,z"), (4, b"none")]
+
+
+def test_csv_exclude_cols(tmp_path):
+    rows = list(CsvDataset(write(tmp_path, "c.csv", CSV), [0.0, "-"], header=True, exclude_cols=[0]))
+    assert rows[0] == (np.float32(2.5), b"x")
+
+
+def test_csv_missing_required_value_names_file_column_and_row(tmp_path):
+    path = write(tmp_path, "c.csv", CSV)
+    with pytest.raises(errors.InvalidArgumentError, match=r"c.csv row 1: Field 0 .*required"):
+        list(CsvDataset(path, [np.int64, np.float32, str], header=True))
+
+
+def test_csv_without_header_and_custom_delimiter_and_na(tmp_path):
+    path = write(tmp_path, "c.tsv", b"1\tNA\n2\t3\n")
+    assert list(CsvDataset(path, [np.int64, np.float64(9)], field_delim="\t", na_value="NA")) == [(1, 9.0), (2, 3.0)]
+
+
+def test_csv_gzip(tmp_path):
+    path = write(tmp_path, "c.csv.gz", gzip.compress(CSV))
+    assert len(list(CsvDataset(path, [0, 0.0, ""], header=True, compression_type="GZIP"))) == 3
+
+
+def test_csv_resumes_at_every_row(tmp_path):
+    a = write(tmp_path, "a.csv", CSV)
+    b = write(tmp_path, "b.csv", b"h1,h2,h3\n7,7,seven\n")
+    assert_resumes_everywhere(lambda: CsvDataset([a, b], [0, 0.0, ""], header=True))
+
+
+def test_csv_element_spec(tmp_path):
+    ds = CsvDataset(write(tmp_path, "c.csv", CSV), [np.int64, 0.0, ""], header=True)
+    assert [s.dtype for s in ds.element_spec] == [np.int64, np.float32, object]
