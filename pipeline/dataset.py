@@ -314,29 +314,33 @@ class Dataset:
         return DatasetIterator(self, state=state, options=options)
 
     def reduce(self, initial_state, reduce_func):
+        """Fold the elements in order: ``reduce_func(state, element)`` (a tuple element is passed whole, as
+        tf.data does); the new state must keep the initial state's structure and dtypes (TypeError)."""
+        from .iterators.scan import check_new_state, leaf_dtypes
         from .structure import normalize, normalize_data
 
-        state = normalize_data(initial_state)
-        for element in self:
-            state = normalize(reduce_func(state, element) if type(element) is not tuple
-                              else reduce_func(state, *element))
+        state = normalize_data(initial_state, "reduce initial_state")
+        dtypes = leaf_dtypes(state)
+        with iter(self) as it:
+            for block in iter(lambda: it.next_many(1024), []):
+                for element in block:
+                    new_state = normalize(reduce_func(state, element), "result of reduce_func")
+                    check_new_state(state, dtypes, new_state, "reduce")
+                    state = new_state
         return state
 
     def get_single_element(self, name=None):
         from .errors import InvalidArgumentError
 
-        it = iter(self)
-        try:
-            first = next(it)
-        except StopIteration:
-            raise InvalidArgumentError("Dataset was empty.", "get_single_element") from None
-        try:
-            next(it)
-        except StopIteration:
-            return first
-        finally:
-            it.close()
-        raise InvalidArgumentError("Dataset had more than one element.", "get_single_element")
+        with iter(self) as it:
+            head = it.next_many(2)
+            if len(head) < 2:
+                head += it.next_many(2 - len(head)) if head else []
+        if not head:
+            raise InvalidArgumentError("Dataset was empty.", "get_single_element")
+        if len(head) > 1:
+            raise InvalidArgumentError("Dataset had more than one element.", "get_single_element")
+        return head[0]
 
     # tf.data also exposes these as static constructors on Dataset
     @staticmethod

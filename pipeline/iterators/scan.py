@@ -25,22 +25,27 @@ def step(fn, state, element, label: str):
             structure.normalize(result[1], f"output of {label}"))
 
 
+def leaf_dtypes(state) -> list:
+    return [_dtype(x) for x in structure.flatten(state)]
+
+
+def check_new_state(initial, dtypes: list, new_state, label: str) -> None:
+    """TypeError unless ``new_state`` has the structure and leaf dtypes (``leaf_dtypes(initial)``) of
+    ``initial`` (tf.data's rule for scan and reduce; shapes may change)."""
+    if not structure.same_structure(initial, new_state) or leaf_dtypes(new_state) != dtypes:
+        raise TypeError(f"{label}: the new state must keep the initial state's structure and dtypes: initial "
+                        f"{structure.spec_of(initial)!r}, new {structure.spec_of(new_state)!r}.")
+
+
 class ScanIterator(Iterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)
         self.input = ctx.build(node.inputs[0])
         self._label = node.label()
         self._state = node.initial_state
-        self._dtypes = [_dtype(x) for x in structure.flatten(node.initial_state)]
+        self._dtypes = leaf_dtypes(node.initial_state)
         self._position = 0
         self._ready = Delivery()
-
-    def _check_state(self, new_state):
-        if not structure.same_structure(self.node.initial_state, new_state) or \
-                [_dtype(x) for x in structure.flatten(new_state)] != self._dtypes:
-            raise TypeError(
-                f"{self._label}: the new state must keep the initial state's structure and dtypes: initial "
-                f"{structure.spec_of(self.node.initial_state)!r}, new {structure.spec_of(new_state)!r}.")
 
     def _refill(self, n: int) -> bool:
         block = self.input.next_many(n)
@@ -51,7 +56,7 @@ class ScanIterator(Iterator):
         for i, element in enumerate(block):
             try:
                 new_state, output = step(fn, state, element, label)
-                self._check_state(new_state)
+                check_new_state(self.node.initial_state, self._dtypes, new_state, label)
             except Exception as e:  # noqa: BLE001 - user code; raised in place, the state unchanged
                 out.append(Failure(in_transformation(e, label, self._position + i)))
                 failed = True
