@@ -110,6 +110,7 @@ def _ids(*objs):
 
 def _qual(obj) -> str:
     mod = getattr(obj, "__module__", None) or getattr(type(obj), "__module__", "")
+    mod = {"posix": "os", "nt": "os", "_io": "io"}.get(mod, mod)
     name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", repr(obj))
     return f"{mod}.{name}" if mod and mod != "builtins" else name
 
