@@ -1,0 +1,447 @@
+"""Distributed datasets: global batches in, one per-replica batch per replica out, as sharded ``jax.Array``s.
+
+``experimental_distribute_dataset(ds)`` builds, for this worker, ``auto_shard(rebatch(ds))``:
+
+1. the per-replica split (reference 6.1/6.2). With N = W workers x R local replicas and a global batch
+   size B found statically (the elements' common leading dimension, else the nearest ``batch`` upstream):
+   the *balanced* split (``BalancedRebatch``: sizes differ by at most one, worker w's list rotated by w*R).
+   When B cannot be found, and whenever DATA sharding applies (AUTO falling back to DATA included, even on
+   one worker), the *legacy* split (``LegacyRebatch``: pieces of ceil(b/N), the last ones short or empty).
+   ``InputOptions(split="balanced")`` keeps the balanced split in every case.
+2. ``auto_shard(..., W, w)``, the same function users can call (``jaxfeed.distribute.auto_shard``).
+
+Each step takes R consecutive pieces (one per local replica, in replica order). When the data runs out in
+the middle of a step, the remaining replicas get empty batches; a step is produced if any replica of any
+worker got data (workers agree on that through the coordination service). A step whose pieces are not all
+the same size is *ragged*: every piece is zero-padded to the step's capacity (ceil(B/N), or the largest
+piece when B is unknown), and the ``PerReplica`` carries the true sizes (``.sizes``); ``run`` exposes them as
+``get_replica_context().num_examples`` / ``example_mask``, ``reduce(..., axis=0)`` and
+``experimental_local_results`` use them.
+
+A background thread prepares up to ``experimental_per_replica_buffer_size`` steps ahead and places them on
+the devices. ``get_state()`` stops it and returns
+``{"version": 1, "worker": <DatasetIterator state>, "buffered": [<steps read but not yet delivered>],
+"step": <steps delivered>}``; the buffered steps are host numpy data and are delivered first after
+``set_state``, so nothing is lost or repeated.
+"""
+
+from __future__ import annotations
+
+import collections
+import queue
+import threading
+
+import numpy as np
+
+from jaxfeed.pipeline import Dataset
+from jaxfeed.pipeline import structure as st
+from jaxfeed.pipeline.errors import InvalidArgumentError, OutOfRangeError
+from jaxfeed.pipeline.iterator import Optional
+
+from . import auto_sharding as _auto_shard
+from .rebatch import BalancedRebatch, LegacyRebatch
+from .strategy import InputContext, InputOptions, InputReplicationMode
+from .values import PerReplica
+
+STATE_VERSION = 1
+_SHAPE_KEEPING = frozenset({"Map", "ParallelMap", "Prefetch", "Filter", "Take", "Skip", "Repeat", "Shuffle",
+                            "Cache", "WithOptions", "Shard", "IgnoreErrors", "TakeWhile", "AssertCardinality"})
+
+
+def static_batch_size(node) -> int:
+    """tf.distribute's ``compute_batch_size``: the common static leading dimension, else the nearest batch
+    upstream, else -1. Raises ValueError for unbatched scalar elements."""
+    leaves = st.flatten(node.element_spec)
+    if any(getattr(s, "shape", None) == () for s in leaves):
+        raise ValueError("experimental_distribute_dataset: the dataset's elements have scalar components "
+                         f"({node.element_spec!r}); the dataset must yield global batches: call batch() first")
+    dims = {s.shape[0] for s in leaves if getattr(s, "shape", None)}
+    if len(dims) == 1 and None not in dims:
+        return int(dims.pop())
+    cur = node
+    while cur is not None:
+        if cur.kind in ("Batch", "PaddedBatch"):
+            return int(cur.batch_size)
+        if cur.kind not in _SHAPE_KEEPING or not cur.inputs:
+            return -1
+        cur = cur.inputs[0]
+    return -1
+
+
+class DistributedDataset:
+    """What ``experimental_distribute_dataset`` / ``distribute_datasets_from_function`` return."""
+
+    def __init__(self, strategy, datasets, options, consecutive: bool, static_cap, element_spec, decision=None):
+        self._strategy = strategy
+        self._datasets = datasets  # one per worker (consecutive) or one per local replica
+        self._options = options
+        self._consecutive = consecutive
+        self._cap = static_cap
+        self._element_spec = element_spec
+        self.decision = decision  # the auto-shard decision (policy applied and why), None for from_function
+        self._serial = 0
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_dataset(cls, strategy, dataset, options=None):
+        if not isinstance(dataset, Dataset):
+            raise TypeError(f"experimental_distribute_dataset: expected a Dataset, got {type(dataset).__name__}")
+        options = options or InputOptions()
+        if options.experimental_replication_mode != InputReplicationMode.PER_WORKER:
+            raise ValueError("experimental_distribute_dataset supports only InputReplicationMode.PER_WORKER; use "
+                             "distribute_datasets_from_function for PER_REPLICA")
+        n = strategy.num_replicas_in_sync
+        w_count, w_index = strategy._input_workers()
+        r = n // w_count
+        root = dataset._node
+        b = static_batch_size(root) if n > 1 else -1
+        if n > 1:
+            if b >= 0:
+                root = BalancedRebatch(root, b, w_count, r, w_index)
+            elif options.split == "balanced":
+                raise ValueError("InputOptions(split='balanced') needs a global batch size known statically; batch "
+                                 "the dataset with batch(B) (or drop_remainder=True)")
+            else:
+                root = LegacyRebatch(root, n)
+        decision = _auto_shard.decide(dataset._node, dataset.options())
+        sharded, decision = _auto_shard.rewrite(root, dataset.options(), w_count, w_index,
+                                                keep_balanced=options.split == "balanced")
+        cap = -(-b // n) if b > 0 else None
+        spec = cls._per_replica_spec(dataset.element_spec, b, n, n > 1)
+        return cls(strategy, [Dataset(sharded)], options, True, cap, spec, decision)
+
+    @classmethod
+    def from_function(cls, strategy, dataset_fn, options=None):
+        options = options or InputOptions()
+        if not callable(dataset_fn):
+            raise TypeError(f"distribute_datasets_from_function: dataset_fn must be callable, got {dataset_fn!r}")
+        n = strategy.num_replicas_in_sync
+        w_count, w_index = strategy._input_workers()
+        if options.experimental_replication_mode == InputReplicationMode.PER_REPLICA:
+            ctxs = [InputContext(n, rid, n) for rid in strategy._local_replica_ids]
+        else:
+            ctxs = [InputContext(w_count, w_index, n)]
+        datasets = []
+        for ctx in ctxs:
+            ds = dataset_fn(ctx)
+            if not isinstance(ds, Dataset):
+                raise TypeError(f"distribute_datasets_from_function: dataset_fn must return a Dataset, got "
+                                f"{type(ds).__name__} ({ds!r:.80})")
+            datasets.append(ds)
+        spec = datasets[0].element_spec
+        leaves = st.flatten(spec)
+        per = -1
+        if leaves and all(getattr(s, "shape", None) for s in leaves):
+            try:
+                per = static_batch_size(datasets[0]._node)
+            except ValueError:
+                per = -1
+        consecutive = options.experimental_replication_mode == InputReplicationMode.PER_WORKER
+        return cls(strategy, datasets, options, consecutive, per if per > 0 else None, spec, None)
+
+    @staticmethod
+    def _per_replica_spec(spec, b, n, split):
+        if not split:
+            return spec
+        even = b > 0 and b % n == 0
+
+        def one(s):
+            if not getattr(s, "shape", None):
+                return s
+            lead = s.shape[0]
+            return s.unbatched().with_leading(b // n if (even and lead is not None) else None)
+
+        return st.map_structure(one, spec)
+
+    # ------------------------------------------------------------------ protocol
+    @property
+    def element_spec(self):
+        """The per-replica element spec (leading dimension None unless every replica's size is static)."""
+        return self._element_spec
+
+    def __iter__(self):
+        self._serial += 1
+        return DistributedIterator(self)
+
+    def reduce(self, initial_state, reduce_fn):
+        state = initial_state
+        for step in self:
+            state = reduce_fn(state, step)
+        return state
+
+
+class DistributedIterator:
+    """Yields one ``PerReplica`` step at a time; see the module docstring (state, padding, prefetch)."""
+
+    def __init__(self, dds: DistributedDataset):
+        self._dds = dds
+        self._strategy = dds._strategy
+        self._its = [d.make_iterator() for d in dds._datasets]
+        self._R = len(self._strategy._local_replica_ids)
+        self._cap = dds._cap
+        self._template = None
+        self._buffered: collections.deque = collections.deque()  # host steps read ahead (restored or drained)
+        self._queue = None
+        self._thread = None
+        self._stop = threading.Event()
+        self._delivered = 0
+        self._read = 0  # host steps assembled (key for the workers' agreement)
+        self._exhausted = False
+        self._closed = False
+        self._generation = 0
+        self._uid = self._strategy._next_iterator_uid()
+        if self._strategy._multi_process and self._cap is None:
+            raise ValueError("multi-worker distributed datasets need a per-replica capacity known statically: batch "
+                             "the dataset with batch(global_batch_size) before distributing it")
+
+    # ------------------------------------------------------------------ host side: one step
+    def _pieces(self):
+        pieces = []
+        if self._dds._consecutive:
+            it = self._its[0]
+            while len(pieces) < self._R:
+                got = it.next_many(self._R - len(pieces))
+                if not got:
+                    break
+                pieces.extend(got)
+        else:
+            for it in self._its:
+                try:
+                    pieces.append(it.next())
+                except StopIteration:
+                    pieces.append(None)
+            if all(p is None for p in pieces):
+                pieces = []
+        return pieces
+
+    def _host_step(self):
+        """The next step as host data: {"leaves": [...], "sizes": [N ints], "cap": c}; None at the end."""
+        pieces = self._pieces()
+        local_sizes = [0] * self._R
+        for i, p in enumerate(pieces):
+            if p is not None:
+                local_sizes[i] = st.batched_len(p)
+                if self._template is None:
+                    self._template = st.map_structure(lambda a: np.asarray(a)[:0], p)
+        sizes = self._strategy._agree_step(self._uid, self._generation, self._read, local_sizes)
+        self._read += 1
+        if sizes is None or max(sizes) == 0:
+            return None
+        if self._template is None:
+            self._template = self._empty_template()
+        cap = max(sizes)
+        if self._cap is not None:
+            cap = max(cap, self._cap)
+        leaves_per_piece = [st.flatten(p) if p is not None else None for p in pieces]
+        tmpl = st.flatten(self._template)
+        out = []
+        for j, t in enumerate(tmpl):
+            t = np.asarray(t)
+            if t.dtype == object:
+                raise TypeError("distributed datasets cannot place string components on devices; decode them to "
+                                "numbers in the pipeline (or use InputOptions(experimental_fetch_to_device=False))")
+            parts = []
+            for i in range(self._R):
+                piece = leaves_per_piece[i][j] if i < len(leaves_per_piece) and leaves_per_piece[i] is not None \
+                    else t
+                piece = np.asarray(piece)
+                if piece.shape[0] < cap:
+                    pad = np.zeros((cap - piece.shape[0],) + piece.shape[1:], piece.dtype)
+                    piece = np.concatenate([piece, pad], axis=0)
+                parts.append(piece)
+            out.append(np.concatenate(parts, axis=0) if len(parts) > 1 else np.array(parts[0], copy=True))
+        return {"leaves": out, "sizes": list(sizes), "cap": cap}
+
+    def _empty_template(self):
+        spec = self._dds._element_spec
+
+        def one(s):
+            shape = s.shape
+            if shape is None or any(d is None for d in shape[1:]):
+                raise ValueError("a worker with no data cannot build an empty batch for a component of unknown "
+                                 f"shape {s!r}")
+            return np.zeros((0,) + tuple(shape[1:]), s.dtype)
+
+        return st.map_structure(one, spec)
+
+    def _to_device(self, host):
+        import jax
+
+        s = self._strategy
+        sizes = np.asarray(host["sizes"], np.int64)
+        ragged = bool(np.any(sizes != host["cap"]))
+        treedef = jax.tree_util.tree_structure(st.pack_as(self._template, list(range(len(host["leaves"])))))
+        if self._dds._options.experimental_fetch_to_device:
+            leaves = s._per_replica_from_local(host["leaves"], stacked=False)
+        else:
+            if s._multi_process:
+                raise ValueError("experimental_fetch_to_device=False is supported on one worker only")
+            leaves = host["leaves"]
+        return PerReplica(treedef, leaves, s, stacked=False, sizes=sizes if ragged else None, cap=host["cap"])
+
+    # ------------------------------------------------------------------ background prefetch
+    def _producer(self):
+        try:
+            while not self._stop.is_set():
+                host = self._host_step()
+                item = ("end", None) if host is None else ("step", host)
+                if item[0] == "step" and self._dds._options.experimental_fetch_to_device:
+                    item = ("step", host, self._to_device(host))
+                while not self._stop.is_set():
+                    try:
+                        self._queue.put(item, timeout=0.05)
+                        break
+                    except queue.Full:
+                        continue
+                else:
+                    self._buffered.append(host) if host is not None else None
+                    return
+                if host is None:
+                    return
+        except BaseException as e:  # noqa: BLE001 - delivered to the consumer at this step
+            self._queue.put(("error", e))
+
+    def _start(self):
+        n = self._dds._options.experimental_per_replica_buffer_size
+        self._stop.clear()
+        self._queue = queue.Queue(maxsize=max(1, n))
+        self._thread = threading.Thread(target=self._producer, daemon=True, name="jaxfeed-distribute-prefetch")
+        self._thread.start()
+
+    def _halt(self):
+        """Stop the producer; steps it prepared go back to the host buffer, in order."""
+        if self._thread is None:
+            return
+        self._stop.set()
+        drained = []
+        while self._thread.is_alive() or not self._queue.empty():
+            try:
+                drained.append(self._queue.get(timeout=0.05))
+            except queue.Empty:
+                continue
+        self._thread.join()
+        self._thread = None
+        tail = list(self._buffered)  # what the producer parked after being stopped (newest)
+        self._buffered.clear()
+        for item in drained:
+            if item[0] == "step":
+                self._buffered.append(item[1])
+            elif item[0] == "end":
+                self._buffered.append(None)
+            else:
+                self._buffered.append(item)  # an error, re-raised when its step comes
+        self._buffered.extend(tail)
+
+    def _next_item(self):
+        if self._buffered:
+            host = self._buffered.popleft()
+            if host is None:
+                return ("end", None)
+            if isinstance(host, tuple):
+                return host
+            return ("step", host, self._to_device(host))
+        if self._dds._options.experimental_per_replica_buffer_size == 0:
+            host = self._host_step()
+            return ("end", None) if host is None else ("step", host, self._to_device(host))
+        if self._thread is None:
+            self._start()
+        item = self._queue.get()
+        if item[0] == "step" and len(item) == 2:
+            item = ("step", item[1], self._to_device(item[1]))
+        return item
+
+    # ------------------------------------------------------------------ protocol
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._closed:
+            raise InvalidArgumentError("The distributed iterator is closed.", "DistributedIterator")
+        if self._exhausted:
+            raise StopIteration
+        item = self._next_item()
+        if item[0] == "end":
+            self._exhausted = True
+            self._halt()
+            raise StopIteration
+        if item[0] == "error":
+            self._halt_after_error()
+            raise item[1]
+        self._delivered += 1
+        return item[2]
+
+    def _halt_after_error(self):
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=1)
+            self._thread = None
+
+    next = __next__
+
+    def get_next(self):
+        try:
+            return self.__next__()
+        except StopIteration:
+            raise OutOfRangeError("End of sequence", "get_next") from None
+
+    def get_next_as_optional(self):
+        try:
+            return Optional(self.__next__(), True)
+        except StopIteration:
+            return Optional()
+
+    @property
+    def element_spec(self):
+        return self._dds.element_spec
+
+    # ------------------------------------------------------------------ state
+    def get_state(self) -> dict:
+        self._halt()
+        return {"version": STATE_VERSION, "workers": [it.get_state() for it in self._its],
+                "buffered": [None if h is None else {"leaves": list(h["leaves"]), "sizes": list(h["sizes"]),
+                                                      "cap": int(h["cap"])}
+                             for h in self._buffered if not isinstance(h, tuple)],
+                "template": None if self._template is None else st.flatten(self._template),
+                "step": self._delivered, "exhausted": self._exhausted}
+
+    def set_state(self, state: dict) -> None:
+        if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
+            raise InvalidArgumentError(f"not a distributed iterator state (version {state.get('version')!r} "
+                                       f"expected {STATE_VERSION})" if isinstance(state, dict) else
+                                       f"not a distributed iterator state: {type(state).__name__}", "set_state")
+        if len(state["workers"]) != len(self._its):
+            raise InvalidArgumentError(f"the state holds {len(state['workers'])} input pipeline(s), this iterator "
+                                       f"has {len(self._its)}", "set_state")
+        self._halt()
+        for it, s in zip(self._its, state["workers"]):
+            it.set_state(s)
+        self._buffered = collections.deque(state["buffered"])
+        if state.get("template") is not None:
+            spec_like = self._dds._element_spec
+            self._template = st.pack_as(spec_like, [np.asarray(x) for x in state["template"]])
+        self._delivered = int(state["step"])
+        self._exhausted = bool(state.get("exhausted", False))
+        self._generation += 1
+
+    # ------------------------------------------------------------------ lifetime
+    def close(self):
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._halt_after_error()
+        finally:
+            for it in self._its:
+                it.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001
+            pass

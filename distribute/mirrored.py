@@ -1,0 +1,576 @@
+"""``MirroredStrategy`` on JAX: replicas are devices of a mesh axis, ``run`` is a cached
+``jit(shard_map(fn))``, reductions have a fixed order.
+
+- The mesh is ``Mesh(devices.reshape(R, L), ('replica', 'logical'))``: R replicas of L logical devices
+  (L = 1 unless the strategy was built with ``num_logical_devices``).
+- ``run(fn, args, kwargs)`` compiles ``fn`` once per input structure (tree structure, shapes, dtypes, the
+  strategy's live variables, and the values of non-array arguments); later steps with the same structure
+  reuse the executable. Distributed arguments are split per replica, everything else is broadcast.
+- ``all_reduce``: an ``all_gather`` then additions in replica order ((v0 + v1) + v2) + ..., the same
+  program on every replica, so the result is bitwise identical on all replicas and across runs.
+- ``reduce``: the replicas' values go to the host and are combined there in a fixed order: ``axis=None``
+  adds replica values in replica order; ``axis=k`` concatenates all replicas' values along k (true batch
+  sizes, padding removed) and sums once, so a MEAN divides by the true number of examples and, with the
+  balanced split, the result does not depend on how many replicas the batch was split over.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from . import context
+from .strategy import ReplicaContext, Strategy, ValueContext
+from .values import PerReplica, ReduceOp
+from .variables import MirroredVariable, Trace, Variable
+
+REPLICA = "replica"
+LOGICAL = "logical"
+# Steps of ``run`` allowed in flight before the next one waits for the oldest (many collective programs in
+# flight deadlock JAX's CPU backend).
+MAX_INFLIGHT = 8
+
+
+def resolve_devices(devices):
+    """``None``: every local GPU (else every local device); otherwise JAX devices or strings like
+    ``"cpu:0"``, ``"/gpu:1"``, ``"/job:localhost/replica:0/task:0/device:CPU:0"``."""
+    import jax
+
+    local = jax.local_devices()
+    if devices is None:
+        gpus = [d for d in local if d.platform == "gpu"]
+        return gpus or local
+    if isinstance(devices, (str, jax.Device)):
+        devices = [devices]
+    out = []
+    for d in devices:
+        if isinstance(d, jax.Device):
+            out.append(d)
+            continue
+        if not isinstance(d, str):
+            raise TypeError(f"MirroredStrategy: a device must be a jax.Device or a string like 'cpu:0', got {d!r}")
+        m = re.search(r"(cpu|gpu|tpu)\s*:\s*(\d+)\s*$", d.lower())
+        if not m:
+            raise ValueError(f"MirroredStrategy: cannot parse device string {d!r} (expected e.g. 'cpu:0', '/gpu:1')")
+        platform, index = m.group(1), int(m.group(2))
+        candidates = [x for x in local if x.platform == platform]
+        if index >= len(candidates):
+            raise ValueError(f"MirroredStrategy: device {d!r} does not exist; this process has {len(candidates)} "
+                             f"{platform} device(s): {candidates}")
+        out.append(candidates[index])
+    if not out:
+        raise ValueError("MirroredStrategy: the device list is empty")
+    if len({(x.platform, x.id) for x in out}) != len(out):
+        raise ValueError(f"MirroredStrategy: the device list {devices!r} names a device twice")
+    return out
+
+
+class _TracedPerReplica:
+    """Per-replica values inside ``merge_call`` (tracers, one per replica)."""
+
+    def __init__(self, values):
+        self.values = tuple(values)
+
+
+class MeshStrategy(Strategy):
+    """The engine shared by MirroredStrategy and MultiWorkerMirroredStrategy."""
+
+    def _setup(self, devices, local_devices, num_logical_devices=1):
+        import jax
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+        L = int(num_logical_devices)
+        if L < 1 or len(devices) % L:
+            raise ValueError(f"num_logical_devices={num_logical_devices!r} must divide the number of devices "
+                             f"({len(devices)})")
+        self._devices = list(devices)
+        self._L = L
+        self._mesh = Mesh(np.array(self._devices, dtype=object).reshape(-1, L), (REPLICA, LOGICAL))
+        self._replica_of = {d.id: i // L for i, d in enumerate(self._devices)}
+        local_ids = {d.id for d in local_devices}
+        self._local_devices = [d for d in self._devices if d.id in local_ids]
+        self._local_replica_ids = sorted({self._replica_of[d.id] for d in self._local_devices})
+        self._rep_sharding = NamedSharding(self._mesh, P())
+        self._batch_sharding = NamedSharding(self._mesh, P(REPLICA))
+        self._cache: dict = {}
+        self._variables: list = []  # weak references to this strategy's mirrored variables
+        self._gather_fn = None
+        self._multi_process = jax.process_count() > 1
+        self.trace_count = 0  # how many times run traced a function (for tests and measurements)
+        self._iterator_uids = 0
+        self._inflight: list = []  # one output of each recent run step (bounded: see MAX_INFLIGHT)
+
+    # ------------------------------------------------------------------ input workers
+    def _input_workers(self):
+        """(number of input workers, this worker's index)."""
+        return 1, 0
+
+    def _next_iterator_uid(self) -> int:
+        self._iterator_uids += 1
+        return self._iterator_uids
+
+    def _agree_step(self, uid, generation, step, local_sizes):
+        """Every replica's batch size on this step (one worker: its own)."""
+        return list(local_sizes)
+
+    # ------------------------------------------------------------------ facts
+    @property
+    def num_replicas_in_sync(self) -> int:
+        return len(self._devices) // self._L
+
+    @property
+    def mesh(self):
+        """The ``jax.sharding.Mesh`` (axes 'replica' and 'logical')."""
+        return self._mesh
+
+    def _replica_of_device(self, device) -> int:
+        return self._replica_of[device.id]
+
+    # ------------------------------------------------------------------ placement
+    def _replicate(self, x):
+        import jax
+
+        if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer):
+            if x.sharding == self._rep_sharding:
+                return x
+            if self._multi_process and not x.is_fully_addressable:
+                raise ValueError("cannot replicate a global array that is not fully addressable")
+            x = np.asarray(x)
+        if isinstance(x, jax.core.Tracer):
+            return x
+        x = np.asarray(x)
+        if not self._multi_process:
+            return jax.device_put(x, self._rep_sharding)
+        return jax.make_array_from_callback(x.shape, self._rep_sharding, lambda idx: x[idx])
+
+    def _per_replica_from_local(self, local_stacks, stacked, sizes=None, cap=None, treedef=None):
+        """Global arrays from this process's per-replica data (numpy, replica order, local replicas only)."""
+        import jax
+
+        leaves = []
+        n = self.num_replicas_in_sync
+        for local in local_stacks:
+            if stacked:
+                gshape = (n,) + local.shape[1:]
+            else:
+                gshape = (local.shape[0] // max(1, len(self._local_replica_ids)) * n,) + local.shape[1:]
+            leaves.append(jax.make_array_from_process_local_data(self._batch_sharding, local, gshape))
+        return leaves
+
+    def _gather_to_host(self, leaves):
+        import jax
+
+        if not self._multi_process:
+            return [np.asarray(x) for x in leaves]
+        if self._gather_fn is None:
+            self._gather_fn = jax.jit(lambda xs: xs, out_shardings=self._rep_sharding)
+        return [np.asarray(y.addressable_data(0)) for y in self._gather_fn(list(leaves))]
+
+    def _register_variable(self, var):
+        import weakref
+
+        self._variables = [r for r in self._variables if r() is not None]
+        self._variables.append(weakref.ref(var))
+
+    def _live_variables(self):
+        out = []
+        for r in self._variables:
+            v = r()
+            if v is not None:
+                out.append(v)
+        return out
+
+    # ------------------------------------------------------------------ collectives (inside run)
+    def _ordered_sum(self, x):
+        from jax import lax
+
+        g = lax.all_gather(x, REPLICA)
+        s = g[0]
+        for i in range(1, self.num_replicas_in_sync):
+            s = s + g[i]
+        return s
+
+    def _all_reduce(self, reduce_op, value):
+        import jax
+        import jax.numpy as jnp
+
+        n = self.num_replicas_in_sync
+
+        def one(x):
+            x = jnp.asarray(x.read_value() if isinstance(x, Variable) else x)
+            s = self._ordered_sum(x)
+            if reduce_op == ReduceOp.MEAN:
+                s = s / n if jnp.issubdtype(s.dtype, jnp.inexact) else s // n
+            return s
+
+        return jax.tree_util.tree_map(one, value, is_leaf=lambda x: isinstance(x, Variable))
+
+    def _all_gather(self, value, axis):
+        import jax
+        from jax import lax
+
+        return jax.tree_util.tree_map(lambda x: lax.all_gather(x, REPLICA, axis=axis, tiled=True), value)
+
+    def _agree(self, value):
+        import jax.numpy as jnp
+        from jax import lax
+
+        g = lax.all_gather(value, REPLICA)
+        return g[0], jnp.all(g == g[0])
+
+    def _first_replica(self, value):
+        from jax import lax
+
+        return lax.all_gather(value, REPLICA)[0]
+
+    def _merge_call(self, ctx, merge_fn, args, kwargs):
+        import jax
+        from jax import lax
+
+        n = self.num_replicas_in_sync
+
+        def gather(x):
+            if isinstance(x, Variable):
+                return x
+            try:
+                g = lax.all_gather(x, REPLICA)
+            except TypeError:
+                return x
+            return _TracedPerReplica([g[i] for i in range(n)])
+
+        args2, kwargs2 = jax.tree_util.tree_map(gather, (args, kwargs), is_leaf=lambda x: isinstance(x, Variable))
+        context.push(self, None)
+        try:
+            return merge_fn(self, *args2, **kwargs2)
+        finally:
+            context.pop()
+
+    # ------------------------------------------------------------------ run
+    def run(self, fn, args=(), kwargs=None):
+        """Run ``fn`` once per replica (compiled once per input structure); see the module docstring."""
+        import jax
+
+        kwargs = {} if kwargs is None else kwargs
+        if not isinstance(args, (tuple, list)):
+            raise TypeError(f"run: `args` must be a tuple or list, got {type(args).__name__}")
+        if not isinstance(kwargs, dict):
+            raise TypeError(f"run: `kwargs` must be a dict, got {type(kwargs).__name__}")
+        if context.trace() is not None or context.current()[1] is not None:
+            raise RuntimeError("strategy.run cannot be called inside strategy.run")
+        is_leaf = lambda x: isinstance(x, (PerReplica, Variable))  # noqa: E731
+        leaves, treedef = jax.tree_util.tree_flatten((tuple(args), kwargs), is_leaf=is_leaf)
+        kinds, dyn, specs = [], [], []
+        sizes = cap = None
+        for i, leaf in enumerate(leaves):
+            if isinstance(leaf, PerReplica):
+                if leaf._strategy is not self:
+                    raise ValueError(f"run: argument {i} is a distributed value of another strategy "
+                                     f"({leaf._strategy!r}); distribute it with this strategy")
+                if leaf.sizes is not None:
+                    if sizes is not None and (not np.array_equal(sizes, leaf.sizes) or cap != leaf.cap):
+                        raise ValueError("run: distributed arguments from different steps (different per-replica "
+                                         f"batch sizes {sizes.tolist()} vs {leaf.sizes.tolist()})")
+                    sizes, cap = leaf.sizes, leaf.cap
+                kinds.append(("pr", leaf._treedef, len(leaf._leaves), leaf.stacked))
+                dyn.extend(leaf._leaves)
+                specs.extend([REPLICA] * len(leaf._leaves))
+            elif isinstance(leaf, MirroredVariable):
+                if leaf._strategy is not self:
+                    raise ValueError(f"run: variable {leaf.name!r} belongs to another strategy")
+                kinds.append(("var", leaf))
+            elif _is_array_like(leaf):
+                if isinstance(leaf, Variable):
+                    leaf = leaf.read_value()
+                kinds.append(("rep",))
+                dyn.append(self._replicate(leaf))
+                specs.append(None)
+            else:
+                try:
+                    hash(leaf)
+                except TypeError:
+                    raise TypeError(f"run: argument leaf {i} ({type(leaf).__name__}) is neither an array nor "
+                                    "hashable; pass arrays, numbers, or hashable Python constants") from None
+                kinds.append(("static", leaf))
+        if sizes is not None:
+            dyn.append(self._per_replica_from_local([np.asarray(sizes, np.int32)[self._local_replica_ids]],
+                                                    stacked=True)[0])
+            specs.append(REPLICA)
+        variables = self._live_variables()
+        key = (fn, treedef, tuple(_kind_key(k) for k in kinds),
+               tuple((tuple(x.shape), str(x.dtype), s) for x, s in zip(dyn, specs)),
+               tuple((id(v), v.shape, str(v.dtype)) for v in variables), sizes is not None)
+        entry = self._cache.get(key)
+        if entry is None:
+            entry = self._compile(fn, treedef, kinds, specs, variables, sizes is not None)
+            self._cache[key] = entry
+        compiled, meta = entry
+        outs, new_vals, flags = compiled(tuple(v._value for v in variables), tuple(dyn))
+        for v, val in zip(meta["assigned"], new_vals):
+            v._value = val
+        for v, f in zip(meta["flagged"], flags):
+            v._add_pending(f)
+        token = next(iter(outs or new_vals or flags), None)
+        if token is not None:
+            self._inflight.append(token)
+            if len(self._inflight) > MAX_INFLIGHT:
+                self._inflight.pop(0).block_until_ready()
+        return self._wrap_outputs(meta, outs, sizes, cap)
+
+    def _compile(self, fn, treedef, kinds, specs, variables, ragged):
+        import jax
+        import jax.numpy as jnp
+        from jax.sharding import PartitionSpec as P
+
+        meta: dict = {}
+        strategy = self
+
+        def body(var_vals, dyn_vals):
+            strategy.trace_count += 1
+            dyn_it = iter(dyn_vals)
+            rebuilt = []
+            for k in kinds:
+                if k[0] == "pr":
+                    _, tdef, n, stacked = k
+                    blocks = [next(dyn_it) for _ in range(n)]
+                    rebuilt.append(tdef.unflatten([b[0] if stacked else b for b in blocks]))
+                elif k[0] == "var":
+                    rebuilt.append(k[1])
+                elif k[0] == "rep":
+                    rebuilt.append(next(dyn_it))
+                else:
+                    rebuilt.append(k[1])
+            replica_sizes = next(dyn_it)[0] if ragged else None
+            args, kwargs = jax.tree_util.tree_unflatten(treedef, rebuilt)
+            trace = Trace(strategy, variables, var_vals)
+            ctx = ReplicaContext(strategy, jax.lax.axis_index(REPLICA), replica_sizes)
+            previous = context.trace()
+            context.set_trace(trace)
+            context.push(strategy, ctx)
+            try:
+                result = fn(*args, **kwargs)
+            finally:
+                context.pop()
+                context.set_trace(previous)
+            out_leaves, out_tree = jax.tree_util.tree_flatten(
+                result, is_leaf=lambda x: isinstance(x, Variable))
+            arrays, out_kinds = [], []
+            for leaf in out_leaves:
+                if isinstance(leaf, Variable):
+                    leaf = leaf.read_value()
+                try:
+                    a = jnp.asarray(leaf)
+                except TypeError:
+                    out_kinds.append(("static", leaf))
+                    continue
+                out_kinds.append(("array", a.shape))
+                arrays.append(a[None])
+            meta.update(out_tree=out_tree, out_kinds=out_kinds, assigned=list(trace.assigned),
+                        flagged=[v for v, _ in trace.flags])
+            new_vals = tuple(trace.read(v) for v in trace.assigned)
+            flags = tuple(f for _, f in trace.flags)
+            return tuple(arrays), new_vals, flags
+
+        in_specs = (P(), tuple(P(REPLICA) if s else P() for s in specs))
+        out_specs = (P(REPLICA), P(), P())
+        mapped = jax.shard_map(body, mesh=self._mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False,
+                               **({"axis_names": frozenset({REPLICA})} if self._L > 1 else {}))
+        return jax.jit(mapped), meta
+
+    def _wrap_outputs(self, meta, outs, sizes, cap):
+        import jax
+
+        it = iter(outs)
+        leaves = []
+        n = self.num_replicas_in_sync
+        for kind in meta["out_kinds"]:
+            if kind[0] == "static":
+                leaves.append(kind[1])
+                continue
+            arr = next(it)
+            if n == 1 and not self._multi_process:
+                leaves.append(arr[0])
+                continue
+            ragged = sizes is not None and len(kind[1]) >= 1 and kind[1][0] == cap
+            leaves.append(PerReplica(jax.tree_util.tree_structure(0), [arr], self, stacked=True,
+                                     sizes=sizes if ragged else None, cap=cap if ragged else None))
+        return jax.tree_util.tree_unflatten(meta["out_tree"], leaves)
+
+    # ------------------------------------------------------------------ reduce
+    def reduce(self, reduce_op, value, axis=None):
+        """Combine per-replica values (on the host, in a fixed order); see the module docstring."""
+        import jax
+        import jax.numpy as jnp
+
+        reduce_op = ReduceOp.parse(reduce_op)
+        if isinstance(value, _TracedPerReplica):
+            return self._traced_reduce(reduce_op, value, axis)
+        if isinstance(value, Variable):
+            value = value.read_value()
+        if not isinstance(value, PerReplica):
+            if isinstance(value, (tuple, list, dict)) and any(
+                    isinstance(x, PerReplica) for x in jax.tree_util.tree_leaves(
+                        value, is_leaf=lambda x: isinstance(x, PerReplica))):
+                return jax.tree_util.tree_map(lambda v: self.reduce(reduce_op, v, axis), value,
+                                              is_leaf=lambda x: isinstance(x, PerReplica))
+            return self._reduce_non_distributed(reduce_op, value)
+        if value._strategy is not self:
+            raise ValueError(f"reduce: the value was distributed by another strategy ({value._strategy!r})")
+        replicas = value.host_values()
+        leaves = [jax.tree_util.tree_leaves(r) for r in replicas]
+        out = [_host_reduce(reduce_op, [lv[j] for lv in leaves], axis) for j in range(len(leaves[0]))]
+        return jax.tree_util.tree_unflatten(value._treedef, [jnp.asarray(x) for x in out])
+
+    def _traced_reduce(self, reduce_op, value, axis):
+        import jax.numpy as jnp
+
+        vals = value.values
+        if axis is None:
+            s = vals[0]
+            for v in vals[1:]:
+                s = s + v
+            return s / len(vals) if reduce_op == ReduceOp.MEAN else s
+        cat = jnp.concatenate(vals, axis=axis)
+        s = jnp.sum(cat, axis=axis)
+        return s / cat.shape[axis] if reduce_op == ReduceOp.MEAN else s
+
+    # ------------------------------------------------------------------ values
+    def experimental_local_results(self, value):
+        if isinstance(value, _TracedPerReplica):
+            return value.values
+        return super().experimental_local_results(value)
+
+    def experimental_distribute_values_from_function(self, value_fn):
+        """``value_fn(ValueContext)`` once per (local) replica; the results must share structure, shapes and
+        dtypes. Returns a ``PerReplica`` (stacked layout)."""
+        import jax
+
+        n = self.num_replicas_in_sync
+        results = [value_fn(ValueContext(r, n)) for r in self._local_replica_ids]
+        flat = [jax.tree_util.tree_flatten(r) for r in results]
+        treedef = flat[0][1]
+        for r, (lv, td) in zip(self._local_replica_ids, flat):
+            if td != treedef:
+                raise ValueError(f"experimental_distribute_values_from_function: replica {r} returned structure "
+                                 f"{td}, replica {self._local_replica_ids[0]} returned {treedef}")
+        stacks = []
+        for j in range(len(flat[0][0])):
+            col = [np.asarray(lv[j]) for lv, _ in flat]
+            shapes = {(c.shape, c.dtype) for c in col}
+            if len(shapes) > 1:
+                raise ValueError("experimental_distribute_values_from_function: the replicas' values differ in "
+                                 f"shape or dtype at leaf {j}: {[(c.shape, str(c.dtype)) for c in col]}")
+            stacks.append(np.stack(col))
+        leaves = self._per_replica_from_local(stacks, stacked=True)
+        return PerReplica(treedef, leaves, self, stacked=True)
+
+    # ------------------------------------------------------------------ TPU-style logical devices
+    def _check_logical(self, what):
+        if self._L == 1:
+            raise ValueError(f"{what} needs a strategy built with num_logical_devices > 1")
+        if context.trace() is None or context.trace().strategy is not self:
+            raise RuntimeError(f"{what} can only be called inside strategy.run")
+
+    def _constrain(self, tensor, spec):
+        import jax
+        from jax.sharding import NamedSharding
+
+        return jax.lax.with_sharding_constraint(tensor, NamedSharding(self._mesh.abstract_mesh, spec))
+
+    def experimental_assign_to_logical_device(self, tensor, logical_device_id):
+        """Place ``tensor`` on one logical device of each replica (a sharding constraint)."""
+        from jax.sharding import PartitionSpec as P
+
+        self._check_logical("experimental_assign_to_logical_device")
+        if not 0 <= int(logical_device_id) < self._L:
+            raise ValueError(f"logical_device_id {logical_device_id!r} is out of range [0, {self._L})")
+        # One logical device: replicated over the logical axis, kept whole (JAX places it; XLA keeps the
+        # value unsplit).
+        return self._constrain(tensor, P())
+
+    def experimental_split_to_logical_devices(self, tensor, partition_dimensions):
+        """Split ``tensor`` over the logical devices: ``partition_dimensions[i]`` pieces along dimension i
+        (the product must equal the number of logical devices; one dimension may be split)."""
+        from jax.sharding import PartitionSpec as P
+
+        self._check_logical("experimental_split_to_logical_devices")
+        dims = list(partition_dimensions)
+        if len(dims) != tensor.ndim:
+            raise ValueError(f"partition_dimensions {dims!r} must have one entry per dimension of the tensor "
+                             f"(rank {tensor.ndim})")
+        if int(np.prod(dims)) != self._L:
+            raise ValueError(f"partition_dimensions {dims!r}: the product must equal the number of logical devices "
+                             f"({self._L})")
+        split = [i for i, d in enumerate(dims) if d > 1]
+        if len(split) > 1:
+            raise ValueError(f"partition_dimensions {dims!r}: only one dimension can be split on a 1-D logical axis")
+        spec = [None] * tensor.ndim
+        for i in split:
+            if tensor.shape[i] % dims[i]:
+                raise ValueError(f"dimension {i} of size {tensor.shape[i]} cannot be split into {dims[i]} pieces")
+            spec[i] = LOGICAL
+        return self._constrain(tensor, P(*spec))
+
+    def experimental_replicate_to_logical_devices(self, tensor):
+        from jax.sharding import PartitionSpec as P
+
+        self._check_logical("experimental_replicate_to_logical_devices")
+        return self._constrain(tensor, P())
+
+
+def _is_array_like(x) -> bool:
+    import jax
+
+    return isinstance(x, (jax.Array, np.ndarray, np.generic, Variable)) or (
+        isinstance(x, (int, float, complex)) and not isinstance(x, bool)) or isinstance(x, bool)
+
+
+def _kind_key(k):
+    if k[0] == "pr":
+        return ("pr", k[1], k[2], k[3])
+    if k[0] == "var":
+        return ("var", id(k[1]))
+    if k[0] == "static":
+        return ("static", type(k[1]).__name__, k[1])
+    return k
+
+
+def _host_reduce(op, vals, axis):
+    vals = [np.asarray(v) for v in vals]
+    n = len(vals)
+    if axis is None:
+        shapes = [v.shape for v in vals]
+        if len(set(shapes)) > 1:
+            raise ValueError(f"reduce(axis=None): the replicas' values have different shapes {shapes}; reduce "
+                             "along the batch axis (axis=0) instead")
+        acc = np.array(vals[0], copy=True)
+        for v in vals[1:]:
+            acc = acc + v
+        if op == ReduceOp.MEAN:
+            acc = (acc / n).astype(acc.dtype) if acc.dtype.kind in "fc" else acc // n
+        return acc
+    rank = vals[0].ndim
+    if not -rank <= axis < rank:
+        raise ValueError(f"reduce: axis {axis} is out of range for per-replica values of rank {rank}")
+    cat = np.concatenate(vals, axis=axis)
+    total = cat.shape[axis]
+    s = np.sum(cat, axis=axis, dtype=cat.dtype if cat.dtype.kind in "fciu" else None)
+    if op == ReduceOp.MEAN:
+        s = (s / total).astype(s.dtype) if s.dtype.kind in "fc" else s / total
+    return s
+
+
+class MirroredStrategy(MeshStrategy):
+    """Synchronous data parallelism over the local devices (tf.distribute.MirroredStrategy).
+
+    ``num_logical_devices`` (jaxfeed's): group the devices into replicas of that many logical devices
+    (a second mesh axis) for the TPU-style ``experimental_*_logical_device*`` annotations."""
+
+    def __init__(self, devices=None, cross_device_ops=None, *, num_logical_devices=1):
+        super().__init__()
+        devs = resolve_devices(devices)
+        self._cross_device_ops = cross_device_ops
+        self._setup(devs, devs, num_logical_devices)
+
+    def __repr__(self):
+        return f"<MirroredStrategy replicas={self.num_replicas_in_sync} devices={[str(d) for d in self._devices]}>"

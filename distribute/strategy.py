@@ -1,0 +1,328 @@
+"""The strategy base class, the default strategy, replica contexts, and the small context objects.
+
+``Strategy`` holds what every strategy shares (scope, argument checks, the input helpers); the JAX engine
+(mesh, compiled ``run``, ``reduce``) is ``mirrored.MeshStrategy``. The *default strategy* (what applies
+outside any scope) has one replica and runs functions directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+
+import numpy as np
+
+from . import context
+from .values import DistributedValues, PerReplica, ReduceOp
+
+
+class InputContext:
+    """What ``distribute_datasets_from_function`` tells each input pipeline (tf.distribute.InputContext)."""
+
+    def __init__(self, num_input_pipelines=1, input_pipeline_id=0, num_replicas_in_sync=1):
+        self._n, self._id, self._r = int(num_input_pipelines), int(input_pipeline_id), int(num_replicas_in_sync)
+
+    @property
+    def num_input_pipelines(self):
+        return self._n
+
+    @property
+    def input_pipeline_id(self):
+        return self._id
+
+    @property
+    def num_replicas_in_sync(self):
+        return self._r
+
+    def get_per_replica_batch_size(self, global_batch_size):
+        if global_batch_size % self._r != 0:
+            raise ValueError(f"The `global_batch_size` {global_batch_size!r} is not divisible by "
+                             f"`num_replicas_in_sync` {self._r!r}")
+        return global_batch_size // self._r
+
+    def __repr__(self):
+        return (f"InputContext(num_input_pipelines={self._n}, input_pipeline_id={self._id}, "
+                f"num_replicas_in_sync={self._r})")
+
+
+class ValueContext:
+    """What ``experimental_distribute_values_from_function`` passes to the value function."""
+
+    def __init__(self, replica_id_in_sync_group=0, num_replicas_in_sync=1):
+        self.replica_id_in_sync_group = int(replica_id_in_sync_group)
+        self.num_replicas_in_sync = int(num_replicas_in_sync)
+
+    def __repr__(self):
+        return (f"ValueContext(replica_id_in_sync_group={self.replica_id_in_sync_group}, "
+                f"num_replicas_in_sync={self.num_replicas_in_sync})")
+
+
+class InputReplicationMode:
+    PER_WORKER = "PER_WORKER"
+    PER_REPLICA = "PER_REPLICA"
+
+
+class InputOptions:
+    """Options of distributed datasets (tf.distribute.InputOptions, plus jaxfeed's ``split``).
+
+    - ``experimental_fetch_to_device`` (default True): batches arrive as ``jax.Array``s on the replicas'
+      devices; False keeps numpy batches (``PerReplica`` of numpy on the host).
+    - ``experimental_per_replica_buffer_size`` (default 2): steps prepared ahead on the devices by a
+      background thread (0: no thread, each step is prepared when asked for).
+    - ``experimental_replication_mode`` (PER_WORKER): for ``distribute_datasets_from_function``.
+    - ``split``: ``"tf"`` (default) chooses between the balanced and the legacy per-replica split with
+      tf.distribute's rule; ``"balanced"`` always uses the balanced split.
+    """
+
+    def __init__(self, experimental_fetch_to_device=None, experimental_replication_mode=InputReplicationMode.PER_WORKER,
+                 experimental_place_dataset_on_device=False, experimental_per_replica_buffer_size=2,
+                 experimental_prefetch_to_device=None, split="tf"):
+        if experimental_fetch_to_device is None:
+            experimental_fetch_to_device = True if experimental_prefetch_to_device is None else bool(
+                experimental_prefetch_to_device)
+        self.experimental_fetch_to_device = bool(experimental_fetch_to_device)
+        if experimental_replication_mode not in (InputReplicationMode.PER_WORKER, InputReplicationMode.PER_REPLICA):
+            raise ValueError(f"InputOptions: unknown experimental_replication_mode {experimental_replication_mode!r}")
+        self.experimental_replication_mode = experimental_replication_mode
+        self.experimental_place_dataset_on_device = bool(experimental_place_dataset_on_device)
+        if int(experimental_per_replica_buffer_size) < 0:
+            raise ValueError("InputOptions: experimental_per_replica_buffer_size must be >= 0, got "
+                             f"{experimental_per_replica_buffer_size!r}")
+        self.experimental_per_replica_buffer_size = int(experimental_per_replica_buffer_size)
+        if split not in ("tf", "balanced"):
+            raise ValueError(f"InputOptions: split must be 'tf' or 'balanced', got {split!r}")
+        self.split = split
+
+    @property
+    def experimental_prefetch_to_device(self):
+        return self.experimental_fetch_to_device
+
+
+class ReplicaContext:
+    """The context of one replica inside ``run`` (tf.distribute.ReplicaContext)."""
+
+    def __init__(self, strategy, replica_id, sizes=None):
+        self._strategy = strategy
+        self._replica_id = replica_id
+        self._sizes = sizes
+
+    @property
+    def strategy(self):
+        return self._strategy
+
+    @property
+    def replica_id_in_sync_group(self):
+        return self._replica_id
+
+    @property
+    def num_replicas_in_sync(self):
+        return self._strategy.num_replicas_in_sync
+
+    @property
+    def devices(self):
+        return self._strategy.extended.worker_devices
+
+    def _check_active(self, what):
+        _, ctx = context.current()
+        if ctx is not self:
+            raise RuntimeError(f"ReplicaContext.{what} can only be called inside the function given to "
+                               "strategy.run (in replica context).")
+
+    def all_reduce(self, reduce_op, value, options=None):
+        """Every replica receives the combined value (leaf by leaf); the order of the additions is fixed."""
+        reduce_op = ReduceOp.parse(reduce_op)
+        self._check_active("all_reduce")
+        return self._strategy._all_reduce(reduce_op, value)
+
+    def all_gather(self, value, axis=0, options=None):
+        self._check_active("all_gather")
+        return self._strategy._all_gather(value, axis)
+
+    def merge_call(self, merge_fn, args=(), kwargs=None):
+        """Call ``merge_fn(strategy, *args, **kwargs)`` once in cross-replica context; array arguments
+        arrive as per-replica values; every replica receives the result."""
+        self._check_active("merge_call")
+        return self._strategy._merge_call(self, merge_fn, tuple(args), dict(kwargs or {}))
+
+    @property
+    def num_examples(self):
+        """The true number of examples in this replica's batch on this step (a ragged last step pads the
+        batch with zero rows); None when the step's batches are not ragged."""
+        return self._sizes
+
+    def example_mask(self, batch_size):
+        """A bool vector of length ``batch_size``: True for real examples, False for padding."""
+        import jax.numpy as jnp
+
+        if self._sizes is None:
+            return jnp.ones((batch_size,), bool)
+        return jnp.arange(batch_size) < self._sizes
+
+
+class Extended:
+    """``strategy.extended``: device facts (tf.distribute's StrategyExtended, the parts that apply)."""
+
+    def __init__(self, strategy):
+        self._strategy = strategy
+
+    @property
+    def worker_devices(self):
+        return tuple(self._strategy._local_devices)
+
+    @property
+    def parameter_devices(self):
+        return self.worker_devices
+
+    @property
+    def experimental_between_graph(self):
+        return False
+
+    @property
+    def should_checkpoint(self):
+        return True
+
+
+class Strategy:
+    """Shared behaviour of strategies; see ``MirroredStrategy`` for the full API."""
+
+    _is_default = False
+
+    def __init__(self):
+        self.extended = Extended(self)
+        self._default_replica_context = None
+
+    # ------------------------------------------------------------------ scope
+    @contextlib.contextmanager
+    def scope(self):
+        strategy, ctx = context.current()
+        if ctx is not None:
+            raise RuntimeError("strategy.scope() cannot be entered inside strategy.run (replica context).")
+        if strategy is not None and strategy is not self and not strategy._is_default:
+            raise ValueError(f"Mixing different strategies in nested scopes is not allowed: {self!r} inside "
+                             f"{strategy!r}.")
+        context.push(self)
+        try:
+            yield self
+        finally:
+            context.pop()
+
+    @property
+    def num_replicas_in_sync(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def cluster_resolver(self):
+        return None
+
+    # ------------------------------------------------------------------ values
+    def experimental_local_results(self, value):
+        """The values of this process's replicas, as a tuple (a plain value gives a 1-tuple)."""
+        from .variables import Variable
+
+        if isinstance(value, PerReplica):
+            return value.local_values()
+        if isinstance(value, Variable):
+            return (value.read_value(),) * len(self._local_devices)
+        return (value,)
+
+    def experimental_distribute_values_from_function(self, value_fn):
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ input
+    def experimental_distribute_dataset(self, dataset, options=None):
+        from .input import DistributedDataset
+
+        return DistributedDataset.from_dataset(self, dataset, options)
+
+    def distribute_datasets_from_function(self, dataset_fn, options=None):
+        from .input import DistributedDataset
+
+        return DistributedDataset.from_function(self, dataset_fn, options)
+
+    def experimental_distribute_datasets_from_function(self, dataset_fn, options=None):
+        """The old name of ``distribute_datasets_from_function``."""
+        return self.distribute_datasets_from_function(dataset_fn, options)
+
+    def experimental_make_numpy_dataset(self, numpy_input):
+        """Deprecated in tf.distribute: a dataset over the arrays (kept for ported code). The data is
+        sliced by the host pipeline, never embedded in a compiled program."""
+        warnings.warn("experimental_make_numpy_dataset is deprecated (as in tf.distribute): use "
+                      "Dataset.from_tensor_slices(numpy_input) instead.", DeprecationWarning, stacklevel=2)
+        from jaxfeed.pipeline import Dataset
+
+        return Dataset.from_tensor_slices(numpy_input)
+
+    # ------------------------------------------------------------------ reduce helpers
+    @staticmethod
+    def _reduce_non_distributed(reduce_op, value):
+        if reduce_op == ReduceOp.MEAN:
+            return value
+        raise ValueError(f"A non-DistributedValues value {value!r} cannot be reduced with the given reduce op "
+                         f"{reduce_op}.")
+
+
+class _DefaultStrategy(Strategy):
+    """What applies outside any scope: one replica on the default device; ``run`` calls the function."""
+
+    _is_default = True
+
+    def __init__(self):
+        super().__init__()
+        self._default_replica_context = ReplicaContext(self, 0)
+
+    @property
+    def _local_devices(self):
+        import jax
+
+        return [jax.devices()[0]]
+
+    @property
+    def num_replicas_in_sync(self):
+        return 1
+
+    def run(self, fn, args=(), kwargs=None):
+        context.push(self, self._default_replica_context)
+        try:
+            return fn(*args, **(kwargs or {}))
+        finally:
+            context.pop()
+
+    def _all_reduce(self, reduce_op, value):
+        return value
+
+    def _all_gather(self, value, axis):
+        return value
+
+    def _merge_call(self, ctx, merge_fn, args, kwargs):
+        return merge_fn(self, *args, **kwargs)
+
+    def reduce(self, reduce_op, value, axis=None):
+        reduce_op = ReduceOp.parse(reduce_op)
+        if isinstance(value, DistributedValues):
+            raise ValueError("the default strategy cannot reduce a value distributed by another strategy")
+        if axis is None:
+            return value
+        import jax.numpy as jnp
+
+        v = jnp.asarray(value)
+        return jnp.sum(v, axis=axis) if reduce_op == ReduceOp.SUM else jnp.mean(v, axis=axis)
+
+    def experimental_distribute_values_from_function(self, value_fn):
+        return value_fn(ValueContext(0, 1))
+
+    def __repr__(self):
+        return "<default strategy>"
+
+
+_DEFAULT = None
+
+
+def default_strategy() -> _DefaultStrategy:
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = _DefaultStrategy()
+    return _DEFAULT
+
+
+def as_numpy(x):
+    return np.asarray(x)
