@@ -9,6 +9,8 @@ from __future__ import annotations
 import collections
 from concurrent import futures
 
+import numpy as np
+
 from .. import structure
 from .base import Iterator, indices_exactly, take_exactly
 
@@ -42,7 +44,7 @@ class BatchIterator(Iterator):
         source, content = job
         if source is not None:
             return source.gather(content)
-        return structure.stack(content, what=f"batch ({self._label})")
+        return stack_fast(content, f"batch ({self._label})")
 
     def _next(self):
         if not self._parallel:
@@ -99,3 +101,41 @@ class _Ready:
 
     def result(self):
         return self._value
+
+
+def stack_fast(elements: list, what: str):
+    """``structure.stack`` that writes into one preallocated array per leaf when the elements agree in type,
+    dtype and shape (the common case); anything else -- strings, ragged shapes, mixed dtypes -- goes to
+    ``structure.stack``, which also produces the error messages."""
+    first = elements[0]
+    if not structure.is_nested(first):
+        out = _stack_leaf_fast(elements, first)
+        return out if out is not None else structure.stack(elements, what=what)
+    columns = list(zip(*(structure.flatten(e) for e in elements)))
+    leaves = []
+    for col in columns:
+        out = _stack_leaf_fast(col, col[0])
+        if out is None:
+            return structure.stack(elements, what=what)
+        leaves.append(out)
+    return structure.pack_as(first, leaves)
+
+
+def _stack_leaf_fast(values, v0):
+    t = type(v0)
+    if t is np.ndarray:
+        dtype, shape = v0.dtype, v0.shape
+        if dtype.kind in "OSUV":
+            return None
+        for v in values:
+            if type(v) is not np.ndarray or v.shape != shape or v.dtype != dtype:
+                return None
+        out = np.empty((len(values),) + shape, dtype)
+        for i, v in enumerate(values):
+            out[i] = v
+        return out
+    if isinstance(v0, np.generic) and v0.dtype.kind not in "OSUVMm":
+        if len(set(map(type, values))) != 1:
+            return None
+        return np.fromiter(values, dtype=v0.dtype, count=len(values))
+    return None

@@ -63,7 +63,7 @@ def run_passes(root: Node, options: Options | None = None, log: PassLog | None =
                auto_shard: PassFn | None = None) -> tuple[Node, Options, PassLog]:
     """Apply every phase in order; returns the rewritten graph, the effective options and the log."""
     from . import options_pass  # noqa: F401  (built-in passes register themselves on import)
-    from . import noop_elimination, map_fusion  # noqa: F401
+    from . import noop_elimination, map_fusion, vectorized_map, map_batch_fusion  # noqa: F401
 
     log = log if log is not None else PassLog()
     effective = options_pass.effective_options(root)

@@ -1,0 +1,190 @@
+"""The fused ``map(f).batch(b)`` stage (created by the map_batch_fusion and vectorized_map passes).
+
+Per batch it pulls ``b`` input elements, maps them in one block loop (or, for a ``vectorized`` map, calls
+``f`` once on the stacked inputs) and writes the results straight into the batch's arrays. A parallel
+map's batches are built on a thread pool, up to ``2 x parallelism`` batches ahead, in order.
+
+Exactly what the plain graph yields, errors included: in ``map(f).batch(b)`` an error of ``f`` at an
+element fails that batch, the elements collected before it are dropped, and the next batch starts with the
+element after it. So a block whose results hold a failure goes through a *carry*: its mapped results are
+consumed element by element like the plain batch would, and later batches are cut from the carry. A
+vectorized call that raises is re-run element by element to find the failing element.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from concurrent import futures
+
+from .. import structure
+from ..options import effective_deterministic
+from . import autotune
+from .base import Iterator, take_exactly
+from .batch import stack_fast
+from .blocks import Failure, apply_block
+from .map import node_seeds, rng_factory
+
+
+def _map_block(fn, elements, unpack, label, position, extra, vectorized, what):
+    """(batch or None, mapped results or None, seconds): a stacked batch when no element failed."""
+    t0 = time.perf_counter()
+    if vectorized:
+        try:
+            stacked = structure.stack(elements, what=what)
+            out = fn(*stacked) if (unpack and type(stacked) is tuple) else fn(stacked)
+            return structure.normalize(out, f"result of {label}"), None, time.perf_counter() - t0
+        except Exception:  # noqa: BLE001 - find the failing element the way the plain graph would
+            pass
+    results, failed = apply_block(fn, elements, unpack, label, position, extra)
+    if failed:
+        return None, results, time.perf_counter() - t0
+    return stack_fast(results, what), None, time.perf_counter() - t0
+
+
+class MapBatchIterator(Iterator):
+    def __init__(self, node, ctx):
+        super().__init__(node, ctx)
+        self.input = ctx.build(node.inputs[0])
+        m = node.map_node
+        self._fn = m.map_func
+        self._label = m.label()
+        self._what = f"batch ({node.batch_node.label()})"
+        self._size = node.batch_node.batch_size
+        self._drop = node.batch_node.drop_remainder
+        self._vectorized = node.vectorized
+        self._position = 0
+        self._carry: list = []  # mapped results not yet batched (after an error shifted the boundaries)
+        self._done = False
+        self._seeds = node_seeds(m)
+        self._extra = rng_factory(self._seeds, ctx.iteration)
+        npc = m.num_parallel_calls
+        self._parallel = npc is not None
+        self.workers = (npc if npc and npc > 0 else ctx.cpu_count) if self._parallel else 1
+        self._tuner = autotune.Tuner(1, self.workers) if (npc or 0) < 0 and autotune.enabled(ctx.options) else None
+        self._pool = None
+        self._inflight: collections.deque = collections.deque()
+        self.work_seconds = 0.0 if self._parallel else None  # worker time, for statistics
+        # The pass fuses only maps whose order is fixed: batches here always come out in input order.
+        assert not self._parallel or effective_deterministic(ctx.options, m.deterministic)
+
+    # ------------------------------------------------------------------ producing blocks
+    def _pull(self, n):
+        """(elements, position of the first) -- up to ``n`` input elements, [] at the end."""
+        elements = take_exactly(self.input, n)
+        position = self._position
+        self._position += len(elements)
+        return elements, position
+
+    def _run(self, elements, position):
+        unpack = type(elements[0]) is tuple
+        return _map_block(self._fn, elements, unpack, self._label, position, self._extra, self._vectorized,
+                          self._what)
+
+    def _next_block(self):
+        """The next mapped block of up to ``b`` elements: (batch, None) or (None, results); None at the end."""
+        if not self._parallel:
+            elements, position = self._pull(self._size)
+            if not elements:
+                return None
+            batch, results, seconds = self._run(elements, position)
+            return batch, results
+        if self._pool is None:
+            self._pool = futures.ThreadPoolExecutor(self.workers, thread_name_prefix="jaxfeed-mapbatch")
+        limit = 2 * (self._tuner.value if self._tuner is not None else self.workers)
+        while not self._done and len(self._inflight) < limit:
+            elements, position = self._pull(self._size)
+            if not elements:
+                self._done = True
+                break
+            self._inflight.append(self._pool.submit(self._run, elements, position))
+        if not self._inflight:
+            return None
+        fut = self._inflight[0]
+        if self._tuner is not None:
+            if not fut.done():
+                t0 = time.perf_counter()
+                fut.result()
+                self._tuner.waited(time.perf_counter() - t0)
+            self._tuner.tick()
+        self._inflight.popleft()
+        batch, results, seconds = fut.result()
+        self.work_seconds += seconds
+        return batch, results
+
+    # ------------------------------------------------------------------ protocol
+    def _next(self):
+        if not self._carry:
+            block = self._next_block()
+            if block is None:
+                raise StopIteration
+            batch, results = block
+            if batch is not None:
+                if structure.batched_len(batch) < self._size and self._drop:
+                    raise StopIteration
+                return batch
+            self._carry = results
+        return self._from_carry()
+
+    def _from_carry(self):
+        """One batch cut from the carry (refilled as needed), or the error of the first failed element."""
+        while True:
+            for j, r in enumerate(self._carry[:self._size]):
+                if type(r) is Failure:
+                    self._carry = self._carry[j + 1:]
+                    raise r.error
+            if len(self._carry) >= self._size:
+                batch_rows, self._carry = self._carry[:self._size], self._carry[self._size:]
+                return stack_fast(batch_rows, self._what)
+            block = self._next_block()
+            if block is None:
+                rows, self._carry = self._carry, []
+                if not rows or (self._drop and len(rows) < self._size):
+                    raise StopIteration
+                return stack_fast(rows, self._what)
+            batch, results = block
+            if batch is not None:
+                results = structure.unstack_rows(batch, structure.batched_len(batch))
+            self._carry = self._carry + list(results)
+
+    def buffer_fill(self) -> float:
+        if not self._parallel:
+            return 0.0
+        return len(self._inflight) / (2 * (self._tuner.value if self._tuner is not None else self.workers))
+
+    # ------------------------------------------------------------------ state and lifetime
+    def children(self):
+        return [self.input]
+
+    def get_state(self):
+        # Batches in flight are finished and kept, as mapped rows, in the carry: nothing lost or repeated.
+        carry = list(self._carry)
+        for fut in self._inflight:
+            batch, results, _ = fut.result()
+            carry.extend(results if batch is None else structure.unstack_rows(batch, structure.batched_len(batch)))
+        self._inflight.clear()
+        self._carry = carry
+        return {"input": self.input.get_state(), "position": self._position, "carry": carry,
+                "done": self._done, "seeds": self._seeds}
+
+    def set_state(self, state):
+        self._discard()
+        self.input.set_state(state["input"])
+        self._position = int(state["position"])
+        self._carry = list(state["carry"])
+        self._done = bool(state["done"])
+        self._seeds = None if state["seeds"] is None else tuple(state["seeds"])
+        self._extra = rng_factory(self._seeds, self.ctx.iteration)
+
+    def _discard(self):
+        for fut in self._inflight:
+            fut.cancel()
+        self._inflight.clear()
+
+    def close(self):
+        self._discard()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+        super().close()
+

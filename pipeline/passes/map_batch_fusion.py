@@ -1,0 +1,97 @@
+"""Optimisation: fuse ``map(f).batch(b)`` into one ``MapAndBatch`` stage.
+
+The fused stage pulls ``b`` elements, maps them in one block loop and writes the results straight into
+the batch's arrays: no per-element hand-off between two iterators, and for a parallel map whole batches
+are built on the worker threads. It yields exactly what the plain graph yields, errors included (see
+``iterators/map_batch.py``).
+
+Not fused: maps in worker processes (their workers already return stacked blocks), maps with
+``deterministic=False`` (the fused stage keeps order), and whatever the options switch off
+(``experimental_optimization.map_and_batch_fusion``).
+"""
+
+from __future__ import annotations
+
+from .. import graph
+from ..nodes.base import Node
+from ..options import effective_deterministic
+from . import register
+
+
+class MapAndBatch(Node):
+    """``batch_node(map_node(input))`` as one stage; ``vectorized``: ``f`` runs once on the whole batch."""
+
+    kind = "MapAndBatch"
+
+    def __init__(self, map_node, batch_node, vectorized=False):
+        super().__init__(map_node.inputs)
+        self.map_node, self.batch_node, self.vectorized = map_node, batch_node, vectorized
+        self.name = batch_node.name or map_node.name
+        self.is_random = map_node.is_random
+        self.seeds = map_node.seeds
+
+    @property
+    def lazy_spec(self):
+        return True
+
+    def params(self):
+        p = {"map_func": self.map_node.map_func, "batch_size": self.batch_node.batch_size,
+             "drop_remainder": self.batch_node.drop_remainder,
+             "num_parallel_calls": self.map_node.num_parallel_calls}
+        if self.vectorized:
+            p["vectorized"] = True
+        return p
+
+    def functions(self):
+        return {"map_func": self.map_node.map_func}
+
+    def compute_spec(self):
+        return self.batch_node.element_spec
+
+    def cardinality(self):
+        return self.batch_node.cardinality()
+
+    def make_iterator(self, ctx):
+        from ..iterators.map_batch import MapBatchIterator
+
+        return MapBatchIterator(self, ctx)
+
+
+def fusable(map_node, options) -> str | None:
+    """Why ``map_node`` cannot be fused with a following batch, or None when it can."""
+    if map_node.kind != "Map":
+        return "not a map"
+    executor = map_node.executor or options.execution.executor
+    if map_node.num_parallel_calls is not None:
+        if executor == "process":
+            return "runs in worker processes"
+        if not effective_deterministic(options, map_node.deterministic):
+            return "is not deterministic"
+    return None
+
+
+def vectorizable(map_node, options) -> bool:
+    """Whether the vectorized_map pass will run ``map_node`` once per batch."""
+    opt = options.experimental_optimization
+    return (map_node.vectorized and not map_node.with_rng and opt.apply_default_optimizations is not False
+            and opt.vectorized_map is not False)
+
+
+def map_batch_fusion(root, options, log):
+    opt = options.experimental_optimization
+    if opt.apply_default_optimizations is False or opt.map_and_batch_fusion is False:
+        return root
+
+    def rewrite(node):
+        if node.kind == "Batch" and node.inputs and node.inputs[0].kind == "Map":
+            inner = node.inputs[0]
+            if fusable(inner, options) is not None or vectorizable(inner, options):
+                return node  # (a vectorizable map is the vectorized_map pass's to rewrite)
+            log.note(node, f"fused with the map below it ({inner.label()}) into one MapAndBatch stage")
+            return MapAndBatch(inner, node)
+        return node
+
+    return graph.transform(root, rewrite)
+
+
+register("optimizations", "map_batch_fusion", map_batch_fusion)

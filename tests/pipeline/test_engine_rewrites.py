@@ -1,0 +1,154 @@
+"""map+batch fusion and vectorized map: each rewrite yields exactly what the plain graph yields."""
+
+import collections
+
+import numpy as np
+import pytest
+
+from jaxfeed.pipeline import AUTOTUNE, Dataset, Options, errors
+from jaxfeed.pipeline.testing import assert_elements_equal, assert_resumes_everywhere, assert_same_after_rewrites
+
+Point = collections.namedtuple("Point", "x y")
+
+
+def rewrites(ds):
+    return str(ds.explain())
+
+
+def plain(ds):
+    opts = Options()
+    opts.experimental_optimization.apply_default_optimizations = False
+    return ds.with_options(opts)
+
+
+def run_collecting_errors(ds):
+    """Every element and every error (by type and message) in order, continuing after errors."""
+    out, it = [], iter(ds)
+    while True:
+        try:
+            out.append(("ok", next(it)))
+        except StopIteration:
+            return out
+        except Exception as e:  # noqa: BLE001
+            out.append(("error", type(e).__name__, str(e)))
+
+
+def assert_same_with_errors(ds):
+    expected, actual = run_collecting_errors(plain(ds)), run_collecting_errors(ds)
+    assert [a[0] for a in actual] == [e[0] for e in expected]
+    for a, e in zip(actual, expected):
+        if a[0] == "ok":
+            assert_elements_equal([a[1]], [e[1]])
+        else:
+            assert a == e
+
+
+def fail_on(bad):
+    def f(x):
+        if int(x) in bad:
+            raise ValueError(f"bad element {int(x)}")
+        return x * 10
+
+    return f
+
+
+# ------------------------------------------------------------------------------- map+batch fusion
+def test_map_then_batch_is_fused_into_one_stage():
+    ds = Dataset.range(10).map(lambda x: x + 1).batch(4)
+    assert "MapAndBatch" in rewrites(ds) and "[map_batch_fusion]" in rewrites(ds)
+
+
+@pytest.mark.parametrize("n,b,drop", [(10, 4, False), (10, 4, True), (8, 4, True), (3, 5, False), (3, 5, True),
+                                      (0, 3, False)])
+def test_fused_map_batch_yields_the_plain_elements_with_partial_last_batch(n, b, drop):
+    assert_same_after_rewrites(Dataset.range(n).map(lambda x: x * 2).batch(b, drop_remainder=drop))
+
+
+def test_fused_map_batch_handles_nested_structures():
+    ds = Dataset.range(11).map(lambda x: {"p": Point(x, np.full((2, 3), x, np.float32)), "s": b"v%d" % x})
+    assert_same_after_rewrites(ds.batch(4))
+
+
+def test_fused_parallel_map_batch_yields_the_plain_elements():
+    ds = Dataset.range(103).map(lambda x: (x, np.ones(5) * x), num_parallel_calls=AUTOTUNE).batch(8)
+    assert "MapAndBatch" in rewrites(ds)
+    assert_same_after_rewrites(ds)
+
+
+@pytest.mark.parametrize("npc", [None, 2])
+@pytest.mark.parametrize("drop", [False, True])
+def test_fused_map_batch_errors_shift_batches_like_the_plain_graph(npc, drop):
+    ds = Dataset.range(23).map(fail_on({2, 3, 9, 21}), num_parallel_calls=npc).batch(4, drop_remainder=drop)
+    assert_same_with_errors(ds)
+
+
+def test_fused_map_batch_ragged_results_fail_at_that_batch():
+    ds = Dataset.range(6).map(lambda x: np.zeros(1 if x < 3 else 2)).batch(2)
+    assert_same_with_errors(ds)
+    with pytest.raises(errors.InvalidArgumentError, match="Cannot add tensor to the batch"):
+        list(ds)
+
+
+def test_fused_map_batch_with_rng_matches_plain():
+    ds = Dataset.range(20).map(lambda x, rng: x + rng.integers(100), with_rng=True, seed=3).batch(6)
+    assert_same_after_rewrites(ds)
+
+
+def test_fused_map_batch_resumes_everywhere_including_after_errors():
+    assert_resumes_everywhere(lambda: Dataset.range(15).map(lambda x: x * 3, num_parallel_calls=2).batch(4))
+    expected = run_collecting_errors(plain(Dataset.range(9).map(fail_on({4})).batch(2)))
+    ds = Dataset.range(9).map(fail_on({4})).batch(2)
+    it = iter(ds)
+    next(it), next(it)
+    with pytest.raises(ValueError):
+        next(it)
+    restored = ds.make_iterator(state=it.get_state())
+    assert [values.tolist() for values in restored] == [e[1].tolist() for e in expected[3:]]
+
+
+def test_process_and_nondeterministic_maps_are_not_fused():
+    assert "MapAndBatch" not in rewrites(Dataset.range(4).map(lambda x: x, 2, executor="process").batch(2))
+    assert "MapAndBatch" not in rewrites(Dataset.range(4).map(lambda x: x, 2, deterministic=False).batch(2))
+
+
+def test_map_and_batch_fusion_option_turns_it_off():
+    opts = Options()
+    opts.experimental_optimization.map_and_batch_fusion = False
+    assert "MapAndBatch" not in rewrites(Dataset.range(4).map(lambda x: x).batch(2).with_options(opts))
+
+
+# ------------------------------------------------------------------------------------ vectorized map
+def test_vectorized_map_runs_once_per_batch():
+    calls = []
+
+    def double(x):
+        calls.append(np.shape(x))
+        return x * 2
+
+    ds = Dataset.range(10).map(double, vectorized=True).batch(4)
+    calls.clear()  # the spec is inferred from one element
+    assert [b.tolist() for b in ds] == [[0, 2, 4, 6], [8, 10, 12, 14], [16, 18]]
+    assert calls == [(4,), (4,), (2,)]
+    assert "[vectorized_map]" in rewrites(ds)
+
+
+@pytest.mark.parametrize("drop", [False, True])
+def test_vectorized_map_yields_the_plain_elements_for_nested_structures(drop):
+    ds = Dataset.from_tensor_slices((np.arange(10.0), np.arange(20).reshape(10, 2)))
+    ds = ds.map(lambda a, b: {"sum": a + b[..., 0], "b": b * 2}, vectorized=True).batch(3, drop_remainder=drop)
+    assert_same_after_rewrites(ds)
+
+
+def test_vectorized_map_error_is_located_at_its_element():
+    def checked(x):
+        if np.any(np.asarray(x) == 5):
+            raise ValueError("five")
+        return x + 1
+
+    assert_same_with_errors(Dataset.range(12).map(checked, vectorized=True).batch(4))
+
+
+def test_vectorized_map_with_rng_stays_per_element():
+    ds = Dataset.range(6).map(lambda x, rng: x + rng.integers(9), vectorized=True, with_rng=True, seed=1).batch(2)
+    assert "[vectorized_map]" not in rewrites(ds)
+    assert_same_after_rewrites(ds)
