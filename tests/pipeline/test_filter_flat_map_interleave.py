@@ -1,0 +1,265 @@
+"""filter, flat_map and interleave (sequential and parallel) against tf.data semantics
+(shared/reference/tfdata-semantics.md sections 3.2-3.4)."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from jaxfeed.pipeline import AUTOTUNE, Dataset, Options, TensorSpec, errors
+from jaxfeed.pipeline.dataset import UNKNOWN_CARDINALITY
+from jaxfeed.pipeline.nodes.interleave import DEFAULT_CYCLE_LENGTH
+from jaxfeed.pipeline.testing import assert_resumes_everywhere
+
+
+def values(ds):
+    return [np.asarray(x).tolist() for x in ds]
+
+
+def repeated(x):
+    return Dataset.from_tensors(x).repeat(x)
+
+
+# ---------------------------------------------------------------------------------------------- filter
+def test_filter_keeps_elements_whose_predicate_is_true():
+    assert values(Dataset.range(10).filter(lambda x: x % 3 == 0)) == [0, 3, 6, 9]
+
+
+def test_filter_spreads_tuples_into_arguments():
+    ds = Dataset.zip(Dataset.range(6), Dataset.range(6).map(lambda x: x * x)).filter(lambda i, sq: sq > 10)
+    assert values(ds) == [[4, 16], [5, 25]]
+
+
+@pytest.mark.parametrize("verdict", [lambda x: True, lambda x: np.bool_(True), lambda x: np.array(True)])
+def test_filter_accepts_python_numpy_and_0d_bools(verdict):
+    assert values(Dataset.range(3).filter(verdict)) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("bad", [lambda x: x, lambda x: np.array([True, False]), lambda x: "yes"])
+def test_filter_predicate_must_return_scalar_bool(bad):
+    # [3.2] a numeric or vector result is a ValueError naming filter
+    with pytest.raises(ValueError, match="Filter.*scalar bool"):
+        list(Dataset.range(3).filter(bad))
+
+
+def test_filter_cardinality_is_unknown_even_for_infinite_input():
+    assert Dataset.range(5).filter(lambda x: True).cardinality() == UNKNOWN_CARDINALITY
+    assert Dataset.range(5).repeat().filter(lambda x: True).cardinality() == UNKNOWN_CARDINALITY
+
+
+def test_filter_error_comes_after_earlier_elements_and_iteration_goes_on():
+    def pred(x):
+        if x == 2:
+            raise KeyError("two")
+        return x % 2 == 0
+
+    it = iter(Dataset.range(6).filter(pred))
+    assert values(it.next_many(10)) == [0]
+    with pytest.raises(KeyError) as info:
+        it.next_many(10)
+    assert any("Filter" in n and "input element 2" in n for n in info.value.__notes__)
+    assert values(it.next_many(10)) == [4]
+
+
+def test_filter_over_random_access_input_passes_indices_to_batch():
+    ds = Dataset.from_tensor_slices(np.arange(20) * 10).filter(lambda x: x % 30 == 0)
+    it = iter(ds)
+    assert it._it.index_source is not None  # batch downstream gathers once
+    assert values(ds.batch(3)) == [[0, 30, 60], [90, 120, 150], [180]]
+
+
+def test_filter_resumes_everywhere():
+    assert_resumes_everywhere(lambda: Dataset.range(12).filter(lambda x: x % 3 != 1))
+    assert_resumes_everywhere(lambda: Dataset.range(12).map(lambda x: x + 1).filter(lambda x: x % 3 != 1))
+
+
+# -------------------------------------------------------------------------------------------- flat_map
+def test_flat_map_concatenates_inner_datasets_in_order():
+    ds = Dataset.range(4).flat_map(lambda x: Dataset.range(x))
+    assert values(ds) == [0, 0, 1, 0, 1, 2]  # range(0) is empty: fine [3.3]
+
+
+def test_flat_map_of_slices_unbatches():
+    ds = Dataset.from_tensor_slices(np.arange(6).reshape(3, 2)).flat_map(Dataset.from_tensor_slices)
+    assert values(ds) == [0, 1, 2, 3, 4, 5]
+    assert ds.element_spec == TensorSpec((), np.int64)
+
+
+def test_flat_map_requires_a_dataset_result():
+    with pytest.raises(TypeError, match="flat_map.*must return a Dataset"):
+        list(Dataset.range(2).flat_map(lambda x: x))
+
+
+def test_flat_map_cardinality_is_unknown():
+    assert Dataset.range(2).flat_map(lambda x: Dataset.range(x)).cardinality() == UNKNOWN_CARDINALITY
+
+
+def test_flat_map_resumes_inside_an_inner_dataset():
+    assert_resumes_everywhere(lambda: Dataset.range(5).flat_map(lambda x: Dataset.range(x).map(lambda y: y * 10)))
+
+
+# ------------------------------------------------------------------------------------------ interleave
+ORDERS = {  # [3.4] inputs 1..5, each repeated x times
+    (2, 1): [1, 2, 2, 3, 3, 4, 3, 4, 4, 5, 4, 5, 5, 5, 5],
+    (2, 2): [1, 2, 2, 3, 3, 3, 4, 4, 5, 5, 4, 4, 5, 5, 5],
+    (3, 2): [1, 2, 2, 3, 3, 4, 4, 3, 4, 4, 5, 5, 5, 5, 5],
+    (1, 1): [1, 2, 2, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 5],
+}
+
+
+@pytest.mark.parametrize("cycle,block", list(ORDERS))
+def test_interleave_follows_the_slot_model(cycle, block):
+    ds = Dataset.range(1, 6).interleave(repeated, cycle_length=cycle, block_length=block)
+    assert values(ds) == ORDERS[(cycle, block)]
+
+
+@pytest.mark.parametrize("cycle,block", list(ORDERS))
+def test_parallel_interleave_has_the_sequential_order(cycle, block):
+    ds = Dataset.range(1, 6).interleave(repeated, cycle_length=cycle, block_length=block,
+                                       num_parallel_calls=cycle)
+    assert values(ds) == ORDERS[(cycle, block)]
+
+
+def test_parallel_interleave_order_matches_sequential_on_random_configurations():
+    rng = np.random.default_rng(0)
+    for _ in range(15):
+        sizes = rng.integers(0, 7, size=int(rng.integers(1, 9))).tolist()
+        cycle, block = int(rng.integers(1, 5)), int(rng.integers(1, 4))
+        base = Dataset.from_tensor_slices(np.array(sizes, dtype=np.int64))
+
+        def inner(n):
+            return Dataset.range(n).map(lambda i: n * 100 + i)
+
+        seq = values(base.interleave(inner, cycle_length=cycle, block_length=block))
+        par = values(base.interleave(inner, cycle_length=cycle, block_length=block,
+                                     num_parallel_calls=int(rng.integers(1, cycle + 1))))
+        assert par == seq, (sizes, cycle, block)
+
+
+def test_nondeterministic_parallel_interleave_keeps_the_multiset():
+    ds = Dataset.range(1, 9).interleave(repeated, cycle_length=3, num_parallel_calls=3, deterministic=False)
+    assert sorted(values(ds)) == sorted(x for x in range(1, 9) for _ in range(x))
+
+
+def test_options_deterministic_false_applies_to_parallel_interleave():
+    options = Options()
+    options.deterministic = False
+    ds = Dataset.range(1, 6).interleave(repeated, cycle_length=2, num_parallel_calls=2).with_options(options)
+    assert sorted(values(ds)) == sorted(ORDERS[(1, 1)])
+
+
+def test_interleave_cycle_length_default_is_portable():
+    sequential = Dataset.range(1, 6).interleave(repeated)
+    assert values(sequential) == values(Dataset.range(1, 6).interleave(repeated, cycle_length=DEFAULT_CYCLE_LENGTH))
+    # a fixed num_parallel_calls is the cycle length: never the machine's CPU count
+    parallel = Dataset.range(1, 6).interleave(repeated, num_parallel_calls=2)
+    assert values(parallel) == ORDERS[(2, 1)]
+    autotune = Dataset.range(1, 6).interleave(repeated, num_parallel_calls=AUTOTUNE)
+    assert values(autotune) == values(sequential)
+
+
+@pytest.mark.parametrize("kwargs", [dict(cycle_length=0), dict(block_length=0), dict(cycle_length=-3),
+                                    dict(cycle_length=2, num_parallel_calls=3)])
+def test_interleave_rejects_invalid_arguments(kwargs):
+    with pytest.raises(errors.InvalidArgumentError):
+        Dataset.range(3).interleave(repeated, **kwargs)
+
+
+def test_interleave_accepts_autotune_parallelism_with_fixed_cycle():
+    ds = Dataset.range(1, 6).interleave(repeated, cycle_length=2, num_parallel_calls=AUTOTUNE)
+    assert values(ds) == ORDERS[(2, 1)]
+
+
+def test_interleave_deterministic_without_parallelism_warns():
+    with pytest.warns(UserWarning, match="no effect unless the `num_parallel_calls`"):
+        Dataset.range(3).interleave(repeated, deterministic=True)
+
+
+def test_interleave_cardinality_and_spec():
+    ds = Dataset.range(1, 3).interleave(repeated, cycle_length=2)
+    assert ds.cardinality() == UNKNOWN_CARDINALITY
+    assert ds.element_spec == TensorSpec((), np.int64)
+
+
+def test_interleave_requires_a_dataset_result():
+    with pytest.raises(TypeError, match="interleave.*must return a Dataset"):
+        list(Dataset.range(2).interleave(lambda x: [x], cycle_length=1))
+
+
+def _fail_on_41(v):
+    if v == 41:
+        raise ZeroDivisionError("41")
+    return v
+
+
+def _failing_inputs(parallel):
+    def inner(x):
+        if x == 3:
+            raise KeyError("no dataset for 3")
+        return Dataset.range(x * 10, x * 10 + 3).map(_fail_on_41)
+
+    kwargs = dict(num_parallel_calls=2) if parallel else {}
+    return Dataset.range(1, 6).interleave(inner, cycle_length=2, **kwargs)
+
+
+def _drain_with_errors(ds):
+    out, it = [], iter(ds)
+    while True:
+        try:
+            block = it.next_many(4)
+        except Exception as e:  # noqa: BLE001
+            out.append(type(e).__name__)
+            continue
+        if not block:
+            return out
+        out.extend(int(x) for x in block)
+
+
+def test_interleave_errors_arrive_in_place_and_iteration_goes_on():
+    out = _drain_with_errors(_failing_inputs(parallel=False))
+    # a failed map_func counts as a slot that ended at once; an inner error does not count in the block
+    assert out == [10, 20, 11, 21, 12, 22, "KeyError", 40, 50, "ZeroDivisionError", 42, 51, 52]
+
+
+def test_parallel_interleave_errors_arrive_where_the_sequential_ones_do():
+    assert _drain_with_errors(_failing_inputs(parallel=True)) == _drain_with_errors(_failing_inputs(parallel=False))
+
+
+def test_interleave_resumes_with_open_cycles():
+    assert_resumes_everywhere(lambda: Dataset.range(1, 6).interleave(repeated, cycle_length=3, block_length=2))
+
+
+def test_parallel_interleave_resumes_with_read_ahead_in_flight():
+    def make():
+        return Dataset.range(1, 7).interleave(lambda x: Dataset.range(x).map(lambda v: x * 10 + v),
+                                              cycle_length=3, block_length=2, num_parallel_calls=3)
+
+    assert_resumes_everywhere(make)
+
+
+def test_parallel_interleave_leaves_no_threads_after_close():
+    before = {t for t in threading.enumerate() if t.name.startswith("jaxfeed-interleave")}
+    it = iter(Dataset.range(1, 50).interleave(repeated, cycle_length=4, num_parallel_calls=4))
+    next(it)
+    assert {t for t in threading.enumerate() if t.name.startswith("jaxfeed-interleave")} - before
+    it.close()
+    assert not {t for t in threading.enumerate() if t.name.startswith("jaxfeed-interleave")} - before
+
+
+def test_parallel_interleave_reads_inner_iterators_concurrently():
+    # two inner datasets that only finish when both are being read at once: sequential reading would hang
+    barrier = threading.Barrier(2, timeout=20)
+
+    def inner(x):
+        return Dataset.from_tensors(x).map(lambda v: (barrier.wait(), v)[1])
+
+    ds = Dataset.range(2).interleave(inner, cycle_length=2, num_parallel_calls=2)
+    assert sorted(values(ds)) == [0, 1]
+
+
+def test_interleave_of_files_follows_the_reader_order():
+    # [1.6] num_parallel_reads=2 over files of 3, 1, 2 and 2 records: f0r0,f1r0,f0r1,f0r2,f2r0,f2r1,f3r0,f3r1
+    files = Dataset.from_tensor_slices((np.arange(4), np.array([3, 1, 2, 2])))
+    ds = files.interleave(lambda i, n: Dataset.range(n).map(lambda r: i * 10 + r), cycle_length=2,
+                          num_parallel_calls=2)
+    assert values(ds) == [0, 10, 1, 2, 20, 21, 30, 31]
