@@ -1,14 +1,198 @@
-"""``python -m jaxfeed.bench``: the README's main job."""
+"""``python -m jaxfeed.bench`` (or ``jaxfeed-bench``): the README's main job.
+
+Generates synthetic data (cached), runs the reference suite P1-P7 on jaxfeed, the hand-written loops and
+the installed peers (tf.data, PyTorch DataLoader, Grain; each in its own process), prints a table of
+elements/s with ratios and the targets, and writes JSON, text and a PNG chart to ``--out``.
+"""
 
 from __future__ import annotations
 
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
 import sys
+import tempfile
+import time
+
+from . import data, report, runner, suite, workloads
+
+SWEEP = (1, 2, 4)  # hand-picked num_parallel_calls settings for the AUTOTUNE check
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m jaxfeed.bench", description=__doc__.split("\n\n")[1])
+    p.add_argument("--quick", action="store_true", help="smaller data and fewer repetitions (1-2 minutes)")
+    p.add_argument("--scale", choices=sorted(workloads.SIZES), help="data sizes (default: full, quick with --quick)")
+    p.add_argument("--only", default=",".join(suite.ORDER), help="pipelines to run, e.g. P1,P3")
+    p.add_argument("--repeats", type=int, help="timed repetitions after one warm-up (default 5, 3 with --quick)")
+    p.add_argument("--max-seconds", type=float,
+                   help="stop a repetition after this long and rate the prefix (default 3, 1 with --quick)")
+    p.add_argument("--out", default="bench-results", help="folder for bench.json / bench.txt / bench.png")
+    p.add_argument("--peers", default="auto", help="auto | none | a list of tfdata,torch,grain")
+    p.add_argument("--peer-python", default=runner.default_peer_python(),
+                   help="interpreter for the peers (default $JAXFEED_PEER_PYTHON or this one)")
+    p.add_argument("--data-dir", default=None, help=f"data cache (default {data.default_root()})")
+    p.add_argument("--no-autotune-check", action="store_true", help="skip the num_parallel_calls sweep")
+    p.add_argument("--no-progress", action="store_true")
+    args = p.parse_args(argv)
+    args.scale = args.scale or ("quick" if args.quick else "full")
+    args.repeats = args.repeats or (3 if args.quick else 5)
+    args.max_seconds = args.max_seconds or (1.0 if args.quick else 3.0)
+    args.only = [k.strip().upper() for k in args.only.split(",") if k.strip()]
+    unknown = [k for k in args.only if k not in suite.ORDER]
+    if unknown:
+        p.error(f"--only: unknown pipeline(s) {unknown}; choose from {suite.ORDER}")
+    return args
+
+
+def select_peers(args, log):
+    if args.peers == "none":
+        return []
+    names = list(runner.PEERS) if args.peers == "auto" else [n.strip() for n in args.peers.split(",") if n.strip()]
+    bad = [n for n in names if n not in runner.PEERS]
+    if bad:
+        raise SystemExit(f"--peers: unknown peer(s) {bad}; choose from {list(runner.PEERS)}")
+    found = runner.probe_peers(args.peer_python, names)
+    for n in names:
+        if found.get(n):
+            log(f"peer {n}: {found[n]} ({args.peer_python})")
+        else:
+            log(f"peer {n}: skipped, {runner.PEERS[n][1]} is not installed in {args.peer_python} "
+                f"(pip install '.[compare]', or give --peer-python)")
+    return [n for n in names if found.get(n)]
+
+
+def plan(args, d, peers, results):
+    """The list of (label, run) tasks; each run fills ``results``."""
+    r = runner.Runner(repeats=args.repeats, max_seconds=args.max_seconds)
+    tasks = []
+    sizes = d.sizes
+
+    for key in args.only:
+        if key == "P7":
+            results["pipelines"]["P7"] = {"title": "P2 through experimental_distribute_dataset, 8 CPU devices (hand loop: + device_put)",
+                                          "unit": "row", "runs": {}}
+            tasks.append(("P7 jaxfeed.distribute + hand loop", lambda: _p7(args, d, results)))
+            continue
+        spec = suite.PIPELINES[key]
+        entry = results["pipelines"][key] = {
+            "title": spec.title, "unit": spec.unit, "runs": {}, "tunable": spec.tunable,
+            "element_bytes": spec.element_bytes(sizes), "in_flight_bytes": spec.in_flight(sizes)}
+        runs = entry["runs"]
+
+        def jf(key=key, spec=spec, runs=runs):
+            res = r.local(lambda: spec.make(d, None))
+            runs["jaxfeed"] = dict(res, kind="jaxfeed")
+            _add_mbps(key, runs["jaxfeed"], sizes)
+
+        def hand(key=key, spec=spec, runs=runs):
+            runs["hand loop"] = dict(r.local(lambda: spec.baseline(d)), kind="baseline")
+            _add_mbps(key, runs["hand loop"], sizes)
+
+        tasks.append((f"{key} jaxfeed", jf))
+        tasks.append((f"{key} hand loop", hand))
+        if key == "P3":
+            def raw(runs=runs):
+                res = r.local(lambda: suite.baselines.p3_raw_read(d), count=lambda n: n)
+                if res["status"] == "ok":
+                    res["mb_per_s"] = res["median"] / 1e6
+                runs["raw read()"] = dict(res, kind="raw")
+            tasks.append(("P3 raw read()", raw))
+        if spec.tunable and not args.no_autotune_check:
+            for npc in SWEEP:
+                def sweep(key=key, spec=spec, runs=runs, npc=npc):
+                    res = r.local(lambda: spec.make(d, npc))
+                    runs[f"jaxfeed num_parallel_calls={npc}"] = dict(res, kind="sweep")
+                    _add_mbps(key, runs[f"jaxfeed num_parallel_calls={npc}"], sizes)
+                tasks.append((f"{key} jaxfeed npc={npc}", sweep))
+        for peer in peers:
+            def run_peer(key=key, runs=runs, peer=peer):
+                res = runner.run_peer(args.peer_python, peer, key, d.path, args.repeats, 1, args.max_seconds)
+                if res["status"] != "ok":
+                    runs[f"{peer}"] = {"kind": "peer", "status": res["status"], "reason": res.get("reason")}
+                    return
+                for variant, v in res["variants"].items():
+                    runs[f"{peer}: {variant}"] = dict(v, kind="peer", version=res.get("version"))
+                    _add_mbps(key, runs[f"{peer}: {variant}"], sizes)
+            tasks.append((f"{key} {peer}", run_peer))
+    return tasks
+
+
+def _add_mbps(key, run, sizes):
+    if key == "P3" and run.get("status") == "ok":
+        run["mb_per_s"] = run["median"] * sizes["p3_bytes"] / 1e6
+
+
+def _p7(args, d, results):
+    env = dict(os.environ)
+    env["JAX_PLATFORMS"] = "cpu"
+    from .distributed import MARKER, XLA_FLAG
+
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + XLA_FLAG).strip()
+    cmd = [sys.executable, "-m", "jaxfeed.bench.distributed", os.path.abspath(d.path), "--repeats",
+           str(args.repeats), "--max-seconds", str(args.max_seconds)]
+    runs = results["pipelines"]["P7"]["runs"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, cwd=tempfile.gettempdir())
+    except subprocess.TimeoutExpired:
+        runs["jaxfeed"] = {"kind": "jaxfeed", "status": "error", "reason": "timed out"}
+        return
+    line = next((l for l in reversed(proc.stdout.splitlines()) if l.startswith(MARKER)), None)
+    if line is None:
+        tail = " | ".join(proc.stderr.strip().splitlines()[-3:])[-400:]
+        runs["jaxfeed"] = {"kind": "jaxfeed", "status": "error", "reason": f"exit {proc.returncode}: {tail}"}
+        return
+    out = json.loads(line[len(MARKER):])
+    runs.update(out["runs"])
+    results["pipelines"]["P7"]["devices"] = out.get("devices")
+
+
+def _progress(tasks, enabled):
+    if not enabled:
+        return tasks, None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return tasks, None
+    bar = tqdm(tasks, unit="run", file=sys.stderr, dynamic_ncols=True)
+    return bar, bar
 
 
 def main(argv=None) -> int:
-    from .suite import main as suite_main
-
-    return suite_main(sys.argv[1:] if argv is None else argv)
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    started = time.time()
+    path = data.ensure(args.scale, root=args.data_dir, log=lambda m: print(m, file=sys.stderr))
+    d = data.Loaded(path)
+    peers = select_peers(args, log=lambda m: print(m, file=sys.stderr))
+    results = {"meta": {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "scale": args.scale, "sizes": d.sizes, "repeats": args.repeats, "warmup": 1,
+        "max_seconds_per_repeat": args.max_seconds, "cpus": os.cpu_count(), "python": sys.version.split()[0],
+        "platform": platform.platform(), "data_dir": path, "tfrecord_writer": d.meta.get("tfrecord_writer"),
+        "peers": peers, "peer_python": args.peer_python if peers else None,
+    }, "pipelines": {}}
+    tasks = plan(args, d, peers, results)
+    iterable, bar = _progress(tasks, not args.no_progress)
+    for label, task in iterable:
+        if bar is not None:
+            bar.set_description(label)
+        task()
+    if bar is not None:
+        bar.close()
+    for p in results["pipelines"].values():
+        if p.get("runs") and all(r.get("status") == "skipped" for k, r in p["runs"].items()
+                                 if r.get("kind") == "jaxfeed"):
+            p["note"] = "jaxfeed part missing: " + "; ".join(
+                r.get("reason", "") for r in p["runs"].values() if r.get("kind") == "jaxfeed")
+    results["targets"] = report.compute_targets(results)
+    results["meta"]["seconds"] = round(time.time() - started, 1)
+    print(report.table(results))
+    paths = report.write_all(results, args.out)
+    print(f"\nwrote {paths['json']}, {paths['txt']} and {paths['png']} ({results['meta']['seconds']:.0f} s)")
+    return 0
 
 
 if __name__ == "__main__":

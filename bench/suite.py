@@ -1,20 +1,128 @@
-"""A first demo: one pipeline on synthetic data, its graph and its throughput (grown into P1-P7 later)."""
+"""The reference suite P1-P7: one small function per pipeline, written with jaxfeed's tf.data API.
+
+Each ``pN(d, npc)`` takes the loaded data (``data.Loaded``) and a ``num_parallel_calls`` setting (used
+by the pipelines that have a parallel stage, P3-P5; the AUTOTUNE check passes 1, 2, 4, ...) and returns
+a ``Dataset``. A pipeline whose building blocks have not landed yet raises ``Unavailable``.
+
+``PIPELINES`` lists them with what the report needs: the unit, the hand-written baseline, whether the
+AUTOTUNE check applies, and the bytes a pipeline keeps in flight in its buffers (for the memory check:
+nominal capacities, in bytes, from the sizes below).
+"""
 
 from __future__ import annotations
 
-import time
+import dataclasses
+from typing import Callable
+
+from . import baselines
+from . import workloads as w
 
 
-def main(argv) -> int:
-    import numpy as np
+class Unavailable(Exception):
+    """A pipeline needs a part of jaxfeed that is not there yet (skipped with this message)."""
 
-    from jaxfeed.pipeline import Dataset
 
-    x = np.random.default_rng(0).random((200_000, 32), dtype=np.float32)
-    ds = Dataset.from_tensor_slices(x).shuffle(10_000, seed=0).batch(256).prefetch(2)
-    print(ds.explain())
-    t0 = time.perf_counter()
-    rows = sum(len(b) for b in ds)
-    dt = time.perf_counter() - t0
-    print(f"\n{rows} rows in {dt:.3f} s: {rows / dt / 1e6:.2f} M rows/s")
-    return 0
+def _formats(*names):
+    try:
+        import jaxfeed.formats as formats
+    except ImportError as e:
+        raise Unavailable(f"jaxfeed.formats cannot be imported ({e})") from None
+    missing = [n for n in names if not hasattr(formats, n)]
+    if missing:
+        raise Unavailable(f"jaxfeed.formats has no {', '.join(missing)} yet")
+    return [getattr(formats, n) for n in names]
+
+
+def _dataset():
+    from jaxfeed.pipeline import AUTOTUNE, Dataset
+
+    return Dataset, AUTOTUNE
+
+
+def p1(d, npc=None):
+    Dataset, _ = _dataset()
+    return Dataset.range(d.sizes["p1_n"]).map(w.add_one).batch(w.P1_BATCH)
+
+
+def p2(d, npc=None):
+    Dataset, AUTOTUNE = _dataset()
+    return (Dataset.from_tensor_slices(d.rows)
+            .shuffle(w.P2_BUFFER, seed=w.SEED)
+            .batch(w.P2_BATCH)
+            .prefetch(AUTOTUNE))
+
+
+def p3(d, npc=None):
+    Dataset, AUTOTUNE = _dataset()
+    (TFRecordDataset,) = _formats("TFRecordDataset")
+    npc = AUTOTUNE if npc is None else npc
+    files = Dataset.from_tensor_slices(d.tfrecord_files)
+    return (files.interleave(TFRecordDataset, cycle_length=w.P3_CYCLE, num_parallel_calls=npc)
+            .map(w.parse_record, num_parallel_calls=npc)
+            .batch(w.P3_BATCH)
+            .prefetch(AUTOTUNE))
+
+
+def p4(d, npc=None):
+    Dataset, AUTOTUNE = _dataset()
+    npc = AUTOTUNE if npc is None else npc
+    return (Dataset.from_tensor_slices(d.images)
+            .map(w.augment_with_rng, num_parallel_calls=npc, with_rng=True, seed=w.SEED)
+            .batch(w.P4_BATCH))
+
+
+def p5(d, npc=None):
+    Dataset, AUTOTUNE = _dataset()
+    npc = AUTOTUNE if npc is None else npc
+    return (Dataset.from_tensor_slices(d.lines)
+            .map(w.tokenize, num_parallel_calls=npc, executor="process")
+            .batch(w.P5_BATCH))
+
+
+def p6(d, npc=None):
+    _dataset()
+    (ParquetDataset,) = _formats("ParquetDataset")
+    return ParquetDataset(d.parquet_files).batch(w.P6_BATCH)
+
+
+@dataclasses.dataclass(frozen=True)
+class Pipeline:
+    key: str
+    title: str
+    unit: str  # what one element is
+    make: Callable  # (data, npc) -> Dataset
+    baseline: Callable  # (data) -> iterable of batches
+    element_bytes: Callable  # (sizes) -> bytes of one output element
+    in_flight: Callable  # (sizes) -> nominal bytes held in the pipeline's buffers
+    tunable: bool = False  # has a parallel stage: run the AUTOTUNE check
+    target_peers: str = "any"  # which peers count for the peer target ("python": same Python function)
+
+
+def _p3_bytes(s):
+    return s["p3_bytes"] + 8
+
+
+PIPELINES = {
+    "P1": Pipeline("P1", "per-element overhead: range -> map(x+1) -> batch(1024)", "elem", p1, baselines.p1,
+                   lambda s: 8, lambda s: 2 * w.P1_BATCH * 8),
+    "P2": Pipeline("P2", "in-memory slices: shuffle(10,000) -> batch(256) -> prefetch", "row", p2,
+                   baselines.p2, lambda s: s["p2_cols"] * 4,
+                   # shuffle buffer of rows + a few prefetched batches
+                   lambda s: (w.P2_BUFFER + 4 * w.P2_BATCH) * s["p2_cols"] * 4),
+    "P3": Pipeline("P3", "TFRecord: interleave(4) -> map(parse) -> batch(256) -> prefetch", "record", p3,
+                   baselines.p3, _p3_bytes,
+                   # 4 open files' read buffers (1 MiB each) + in-flight records and batches
+                   lambda s: w.P3_CYCLE * (1 << 20) + 8 * w.P3_BATCH * _p3_bytes(s), tunable=True),
+    "P4": Pipeline("P4", "numpy map: flip + normalise (seeded), parallel -> batch(128)", "img", p4,
+                   baselines.p4, lambda s: s["p4_side"] ** 2 * 3 * 4,
+                   lambda s: 4 * w.P4_BATCH * s["p4_side"] ** 2 * 3 * 5, tunable=True),
+    "P5": Pipeline("P5", "Python map: tokenize lines, process workers -> batch(256)", "line", p5, baselines.p5,
+                   lambda s: w.P5_LENGTH * 4, lambda s: 8 * w.P5_BATCH * (w.P5_LENGTH * 4 + 300),
+                   tunable=True, target_peers="python"),
+    "P6": Pipeline("P6", "Parquet: files -> rows -> batch(256)", "row", p6, baselines.p6,
+                   lambda s: 8 + 4 + 4 + 8 + 16,
+                   lambda s: 2 * 8192 * 40 + 4 * w.P6_BATCH * 40),
+}
+
+ORDER = ["P1", "P2", "P3", "P4", "P5", "P6", "P7"]
+

@@ -1,0 +1,117 @@
+"""Hand-written loops doing each pipeline's work with no library: the baselines the suite must approach.
+
+Each function takes the loaded data (``data.Loaded``) and returns a generator of batches, as a reader
+would write it by hand: same functions from ``workloads``, same batch sizes, same shuffle-buffer
+semantics, same TFRecord parsing and CRC checks. No threads: the loops run on the consumer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import workloads as w
+
+
+def p1(d):
+    """range -> map(x + 1) -> batch(1024): a list comprehension per batch, then one array."""
+    n, size, fn = d.sizes["p1_n"], w.P1_BATCH, w.add_one
+    for start in range(0, n, size):
+        yield np.array([fn(i) for i in range(start, min(start + size, n))], dtype=np.int64)
+
+
+def p2(d):
+    """slices -> shuffle(10,000) -> batch(256): tf.data's shuffle buffer kept as indices, then one gather.
+
+    Each output draws a uniform slot of the buffer and refills it with the next input index; when the
+    input is exhausted the buffer drains the same way (tf.data's semantics).
+    """
+    x = d.rows
+    n = len(x)
+    rng = np.random.default_rng(w.SEED)
+    buf = list(range(min(w.P2_BUFFER, n)))
+    nxt = len(buf)
+    idx = np.empty(w.P2_BATCH, np.int64)
+    while buf:
+        draws = rng.random(w.P2_BATCH).tolist()
+        k = 0
+        for u in draws:
+            if not buf:
+                break
+            j = int(u * len(buf))
+            idx[k] = buf[j]
+            if nxt < n:
+                buf[j] = nxt
+                nxt += 1
+            else:
+                buf[j] = buf[-1]
+                buf.pop()
+            k += 1
+        yield x[idx[:k]]
+
+
+def p3(d, check_crc=True):
+    """TFRecord files, interleaved 4 at a time (tf.data's cycle order), parsed per record, batched."""
+    files = d.tfrecord_files
+    records = w.interleave_round_robin((w.read_tfrecords(p, check_crc) for p in files), w.P3_CYCLE)
+    arrays, sums = [], []
+    for record in records:
+        a, s = w.parse_record(record)
+        arrays.append(a)
+        sums.append(s)
+        if len(arrays) == w.P3_BATCH:
+            yield np.stack(arrays), np.array(sums)
+            arrays, sums = [], []
+    if arrays:
+        yield np.stack(arrays), np.array(sums)
+
+
+def p3_raw_read(d):
+    """Raw bandwidth: ``read()`` of the same files, no framing; yields byte counts (MB/s figures)."""
+    for path in d.tfrecord_files:
+        with open(path, "rb") as f:
+            while True:
+                chunk = f.read(1 << 22)
+                if not chunk:
+                    break
+                yield len(chunk)
+
+
+def p4(d):
+    """images -> seeded random flip + normalise -> batch(128), one image at a time."""
+    images = d.images
+    n = len(images)
+    rng = np.random.default_rng(w.SEED)
+    for start in range(0, n, w.P4_BATCH):
+        stop = min(start + w.P4_BATCH, n)
+        flips = (rng.random(stop - start) < 0.5).tolist()
+        yield np.stack([w.augment(images[i], flips[i - start]) for i in range(start, stop)])
+
+
+def p5(d):
+    """text lines -> tokenize (pure Python) -> batch(256)."""
+    lines = d.lines
+    for start in range(0, len(lines), w.P5_BATCH):
+        yield np.stack([w.tokenize(line) for line in lines[start:start + w.P5_BATCH]])
+
+
+def p6(d):
+    """Parquet files -> rows -> batch(256): each row group's columns to numpy, sliced into batches
+    (a batch may span row groups and files, as with ``rows -> batch``)."""
+    import pyarrow.parquet as pq
+
+    size = w.P6_BATCH
+    pending = None
+    for path in d.parquet_files:
+        pf = pq.ParquetFile(path)
+        for g in range(pf.num_row_groups):
+            table = pf.read_row_group(g)
+            cols = {name: table.column(name).to_numpy() for name in table.column_names}
+            if pending is not None:
+                cols = {k: np.concatenate([pending[k], v]) for k, v in cols.items()}
+            m = len(cols["id"])
+            full = m - m % size
+            for s in range(0, full, size):
+                yield {k: v[s:s + size] for k, v in cols.items()}
+            pending = {k: v[full:] for k, v in cols.items()} if full < m else None
+    if pending is not None:
+        yield pending

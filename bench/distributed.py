@@ -1,0 +1,98 @@
+"""P7: P2's pipeline fed through ``experimental_distribute_dataset`` onto 8 forced CPU devices.
+
+Runs in its own process (``python -m jaxfeed.bench.distributed <datadir>``), because the device count
+must be in ``XLA_FLAGS`` before JAX starts; the runner sets it. The baseline is P2's hand loop plus one
+``jax.device_put`` of each batch, split over the same devices. Prints one JSON line after a marker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+MARKER = "JAXFEED_P7_RESULT "
+DEVICES = 8
+XLA_FLAG = f"--xla_force_host_platform_device_count={DEVICES}"
+
+
+def _rows(value) -> int:
+    """Rows in one distributed batch: a global jax.Array, a per-replica value, or nested structures."""
+    if isinstance(value, dict):
+        return _rows(next(iter(value.values())))
+    if isinstance(value, (tuple, list)):
+        return _rows(value[0])
+    values = getattr(value, "values", None)
+    if isinstance(values, (tuple, list)):  # PerReplica-like
+        return sum(_rows(v) for v in values)
+    return int(value.shape[0])
+
+
+def _strategy():
+    try:
+        from jaxfeed.distribute import MirroredStrategy
+    except ImportError as e:
+        raise LookupError(f"jaxfeed.distribute has no MirroredStrategy yet ({e})") from None
+    return MirroredStrategy()
+
+
+def run(datadir, repeats, warmup, max_seconds) -> dict:
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    from . import baselines, data, suite, timing
+
+    d = data.Loaded(datadir)
+    out = {"devices": len(jax.devices()), "runs": {}}
+    mesh = Mesh(np.array(jax.devices()), ("replica",))
+    sharding = NamedSharding(mesh, PartitionSpec("replica"))
+
+    def hand():
+        for batch in baselines.p2(d):
+            if len(batch) % len(jax.devices()) == 0:
+                yield jax.block_until_ready(jax.device_put(batch, sharding))
+
+    out["runs"]["hand loop"] = dict(
+        timing.measure(hand, repeats=repeats, warmup=warmup, max_seconds=max_seconds), kind="baseline",
+        status="ok")
+    try:
+        strategy = _strategy()
+    except LookupError as e:
+        out["runs"]["jaxfeed"] = {"kind": "jaxfeed", "status": "skipped", "reason": str(e)}
+        return out
+
+    def distributed():
+        dist = strategy.experimental_distribute_dataset(suite.p2(d))
+        for batch in dist:
+            yield jax.block_until_ready(batch)
+
+    try:
+        r = timing.measure(distributed, repeats=repeats, warmup=warmup, max_seconds=max_seconds, count=_rows)
+        out["runs"]["jaxfeed"] = dict(r, kind="jaxfeed", status="ok")
+    except Exception as e:  # noqa: BLE001
+        from .runner import describe_error, missing_part
+
+        missing = missing_part(e)
+        out["runs"]["jaxfeed"] = {"kind": "jaxfeed", "status": "skipped" if missing else "error",
+                                  "reason": missing or describe_error(e)}
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m jaxfeed.bench.distributed")
+    p.add_argument("datadir")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--max-seconds", type=float, default=None)
+    args = p.parse_args(argv)
+    if XLA_FLAG not in os.environ.get("XLA_FLAGS", ""):
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + XLA_FLAG).strip()
+    out = run(args.datadir, args.repeats, args.warmup, args.max_seconds)
+    sys.stdout.write(MARKER + json.dumps(out, default=float) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

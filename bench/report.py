@@ -1,0 +1,238 @@
+"""The report: a text table per pipeline with ratios, the targets, a JSON file and a PNG bar chart.
+
+``results`` (what ``__main__`` collects and the JSON holds)::
+
+    {"meta": {...},
+     "pipelines": {"P1": {"title", "unit", "in_flight_bytes", "element_bytes", "skipped"?,
+                          "runs": {label: {"kind": jaxfeed|baseline|sweep|peer|raw, "status", "median",
+                                           "min", "max", "first_batch_s", "rss_delta"?, ...}}}},
+     "targets": [{"pipeline", "target", "value", "threshold", "op", "status", "detail"}]}
+
+A target's ``value`` is a ratio of two figures measured in the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+# (pipeline, name, numerator, denominator, op, threshold); numerator/denominator are selectors below.
+TARGETS = [
+    ("P1", "jaxfeed / hand loop", "jaxfeed", "hand", ">=", 0.5),
+    ("P1", "jaxfeed / torch DataLoader (0 workers)", "jaxfeed", "torch0", ">=", 1.0),
+    ("P2", "jaxfeed / best peer", "jaxfeed", "best_peer", ">=", 3.0),
+    ("P2", "jaxfeed / hand loop", "jaxfeed", "hand", ">=", 1.0),
+    ("P3", "jaxfeed / best peer (records/s, CRC on)", "jaxfeed", "best_peer", ">=", 3.0),
+    ("P3", "jaxfeed MB/s / raw read() MB/s", "jaxfeed_mbs", "raw_mbs", ">=", 0.25),
+    ("P3", "time to first batch: jaxfeed / hand loop", "jaxfeed_ttfb", "hand_ttfb", "<=", 2.0),
+    ("P4", "jaxfeed / best peer", "jaxfeed", "best_peer", ">=", 1.0),
+    ("P5", "jaxfeed / best peer running the Python function", "jaxfeed", "best_python_peer", ">=", 1.5),
+    ("P6", "jaxfeed / best peer", "jaxfeed", "best_peer", ">=", 2.0),
+]
+AUTOTUNE_MIN = 0.9  # AUTOTUNE within 10% of the best hand-picked setting
+MEMORY_MAX = 2.0  # peak RSS increase under 2x the bytes in flight
+
+
+def _ok(run):
+    return run is not None and run.get("status") == "ok" and run.get("median", 0) > 0
+
+
+def _select(p, what):
+    """(value, label) for a selector, or (None, why)."""
+    runs = p.get("runs", {})
+    jf, hand = runs.get("jaxfeed"), runs.get("hand loop")
+    peers = {k: v for k, v in runs.items() if v.get("kind") == "peer" and _ok(v)}
+    if what == "jaxfeed":
+        return (jf["median"], "jaxfeed") if _ok(jf) else (None, _why(jf, "jaxfeed"))
+    if what == "hand":
+        return (hand["median"], "hand loop") if _ok(hand) else (None, _why(hand, "hand loop"))
+    if what in ("best_peer", "best_python_peer", "torch0"):
+        if what == "best_python_peer":
+            peers = {k: v for k, v in peers.items() if v.get("python_function")}
+        if what == "torch0":
+            peers = {k: v for k, v in peers.items() if k.startswith("torch:") and "workers=0" in k}
+        if not peers:
+            return None, "no peer measured"
+        label = max(peers, key=lambda k: peers[k]["median"])
+        return peers[label]["median"], label
+    if what == "jaxfeed_mbs":
+        return (jf.get("mb_per_s"), "jaxfeed") if _ok(jf) else (None, _why(jf, "jaxfeed"))
+    if what == "raw_mbs":
+        raw = runs.get("raw read()")
+        return (raw["mb_per_s"], "raw read()") if _ok(raw) else (None, _why(raw, "raw read()"))
+    if what in ("jaxfeed_ttfb", "hand_ttfb"):
+        run = jf if what == "jaxfeed_ttfb" else hand
+        name = "jaxfeed" if what == "jaxfeed_ttfb" else "hand loop"
+        return (run["first_batch_s"], name) if _ok(run) and run.get("first_batch_s") else (None, _why(run, name))
+    raise ValueError(what)
+
+
+def _why(run, name):
+    if run is None:
+        return f"{name} not run"
+    return f"{name} {run.get('status')}: {run.get('reason', '')}"[:160]
+
+
+def _verdict(value, op, threshold):
+    return "pass" if (value >= threshold if op == ">=" else value <= threshold) else "MISS"
+
+
+def compute_targets(results) -> list:
+    out = []
+    pipes = results["pipelines"]
+    for key, name, num, den, op, threshold in TARGETS:
+        if key not in pipes:
+            continue
+        a, a_label = _select(pipes[key], num)
+        b, b_label = _select(pipes[key], den)
+        entry = {"pipeline": key, "target": name, "op": op, "threshold": threshold}
+        if a is None or b is None or b == 0:
+            entry.update(status="n/a", value=None, detail=a_label if a is None else b_label)
+        else:
+            v = a / b
+            entry.update(status=_verdict(v, op, threshold), value=v, detail=f"{a_label} vs {b_label}")
+        out.append(entry)
+    for key, p in pipes.items():
+        sweep = {k: v for k, v in p.get("runs", {}).items() if v.get("kind") == "sweep" and _ok(v)}
+        jf = p.get("runs", {}).get("jaxfeed")
+        if p.get("tunable"):
+            entry = {"pipeline": key, "target": "AUTOTUNE / best hand-picked num_parallel_calls", "op": ">=",
+                     "threshold": AUTOTUNE_MIN}
+            if sweep and _ok(jf):
+                best = max(sweep, key=lambda k: sweep[k]["median"])
+                v = jf["median"] / sweep[best]["median"]
+                entry.update(status=_verdict(v, ">=", AUTOTUNE_MIN), value=v, detail=f"AUTOTUNE vs {best}")
+            else:
+                entry.update(status="n/a", value=None, detail=_why(jf, "jaxfeed") if not _ok(jf) else "no setting ran")
+            out.append(entry)
+        if _ok(jf) and jf.get("rss_delta") is not None and p.get("in_flight_bytes"):
+            v = jf["rss_delta"] / p["in_flight_bytes"]
+            out.append({"pipeline": key, "target": "peak RSS increase / bytes in flight", "op": "<=",
+                        "threshold": MEMORY_MAX, "value": v, "status": _verdict(v, "<=", MEMORY_MAX),
+                        "detail": f"{_mb(jf['rss_delta'])} vs nominal {_mb(p['in_flight_bytes'])}"})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- text
+def _si(x):
+    if x is None:
+        return "-"
+    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= div:
+            return f"{x / div:.3g} {unit}"
+    return f"{x:.3g}"
+
+
+def _mb(n):
+    return f"{n / 2**20:.1f} MiB"
+
+
+def _ratio(v):
+    return "-" if v is None else (f"{v:.2f}x" if v < 10 else f"{v:.1f}x")
+
+
+def table(results) -> str:
+    lines = []
+    for key, p in results["pipelines"].items():
+        lines.append("")
+        lines.append(f"{key}  {p['title']}   [{p['unit']}/s]")
+        if p.get("skipped"):
+            lines.append(f"    skipped: {p['skipped']}")
+            continue
+        runs = p.get("runs", {})
+        hand = runs.get("hand loop")
+        jf = runs.get("jaxfeed")
+        header = f"    {'implementation':<52} {'median':>9} {'min':>9} {'max':>9} {'/hand':>7} {'jaxfeed/it':>10} {'1st batch':>10}"
+        if key == "P3":
+            header += f" {'MB/s':>8}"
+        lines.append(header)
+        order = sorted(runs, key=lambda k: (not _ok(runs[k]), -(runs[k].get("median") or 0)))
+        for label in order:
+            r = runs[label]
+            name = label + (" [Py fn]" if r.get("python_function") else "")
+            if r.get("crc") is False:
+                name += " [no CRC]"
+            if not _ok(r):
+                lines.append(f"    {name:<52} {r.get('status', '?')}: {r.get('reason', '')}"[:220])
+                continue
+            if r.get("kind") == "raw":
+                lines.append(f"    {name:<52} {'':>9} {'':>9} {'':>9} {'':>7} {'':>10} {'':>10} {r['mb_per_s']:>8.0f}")
+                continue
+            vs_hand = r["median"] / hand["median"] if _ok(hand) else None
+            jf_vs = jf["median"] / r["median"] if _ok(jf) else None
+            ttfb = f"{r['first_batch_s'] * 1e3:.1f} ms" if r.get("first_batch_s") is not None else "-"
+            row = (f"    {name:<52} {_si(r['median']):>9} {_si(r['min']):>9} {_si(r['max']):>9} "
+                   f"{_ratio(vs_hand):>7} {_ratio(jf_vs):>10} {ttfb:>10}")
+            if key == "P3" and r.get("mb_per_s") is not None:
+                row += f" {r['mb_per_s']:>8.0f}"
+            lines.append(row)
+    lines.append("")
+    lines.append("Targets (ratios of figures measured in this run)")
+    for t in results.get("targets", []):
+        value = "-" if t["value"] is None else f"{t['value']:.2f}"
+        lines.append(f"    {t['pipeline']:<3} {t['target']:<52} {value:>7} {t['op']} {t['threshold']:<5} "
+                     f"{t['status']:<5} {t.get('detail', '')}"[:230])
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------- files
+def write_json(results, path):
+    with open(path, "w") as f:
+        json.dump(results, f, indent=1, default=float)
+    return path
+
+
+def write_png(results, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pipes = [(k, p) for k, p in results["pipelines"].items()
+             if any(_ok(r) and r.get("kind") != "raw" for r in p.get("runs", {}).values())]
+    if not pipes:
+        pipes = list(results["pipelines"].items())[:1]
+    cols = 2
+    rows = max(1, (len(pipes) + cols - 1) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(15, 3.2 * rows), squeeze=False)
+    for ax in axes.flat[len(pipes):]:
+        ax.axis("off")
+    for ax, (key, p) in zip(axes.flat, pipes):
+        runs = [(k, r) for k, r in p.get("runs", {}).items() if _ok(r) and r.get("kind") != "raw"]
+        runs.sort(key=lambda kr: kr[1]["median"])
+        if not runs:
+            ax.set_title(f"{key}: nothing measured ({p.get('skipped', '')})"[:90], fontsize=9)
+            ax.axis("off")
+            continue
+        labels = [k[:48] for k, _ in runs]
+        med = [r["median"] for _, r in runs]
+        err = [[m - r["min"] for m, (_, r) in zip(med, runs)], [r["max"] - m for m, (_, r) in zip(med, runs)]]
+        colors = ["#d62728" if r.get("kind") == "jaxfeed" else "#ff9896" if r.get("kind") == "sweep"
+                  else "#7f7f7f" if r.get("kind") == "baseline" else "#1f77b4" for _, r in runs]
+        ax.barh(range(len(runs)), med, xerr=err, color=colors, capsize=2)
+        ax.set_yticks(range(len(runs)), labels, fontsize=7)
+        ax.set_xscale("log")
+        ax.set_xlim(left=min(r["min"] for _, r in runs) / 2)
+        ax.set_xlabel(f"{p['unit']}/s (median, min-max)", fontsize=8)
+        ax.set_title(f"{key}: {p['title']}"[:90], fontsize=9)
+        for i, m in enumerate(med):
+            ax.text(m, i, f" {_si(m)}", va="center", fontsize=7)
+    meta = results.get("meta", {})
+    fig.suptitle(f"jaxfeed bench ({meta.get('scale', '')}, {meta.get('cpus', '?')} CPUs, {meta.get('date', '')}): "
+                 "red = jaxfeed, pink = jaxfeed hand-picked num_parallel_calls, grey = hand loop, blue = peers",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_all(results, out_dir, stem="bench") -> dict:
+    os.makedirs(out_dir, exist_ok=True)
+    paths = {"json": os.path.join(out_dir, f"{stem}.json"), "png": os.path.join(out_dir, f"{stem}.png"),
+             "txt": os.path.join(out_dir, f"{stem}.txt")}
+    write_json(results, paths["json"])
+    write_png(results, paths["png"])
+    with open(paths["txt"], "w") as f:
+        f.write(table(results) + "\n")
+    return paths

@@ -1,0 +1,135 @@
+"""The bench's main job, end to end at tiny sizes: the table, JSON and PNG come out. No timing assertions:
+performance is claimed only from bench runs, as ratios measured in one run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from jaxfeed.bench import __main__ as bench_main
+from jaxfeed.bench import report, runner, timing, workloads
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench-out")
+    data_dir = tmp_path_factory.mktemp("bench-data")
+    argv = ["--quick", "--scale", "tiny", "--peers", "none", "--repeats", "1", "--max-seconds", "0.2",
+            "--out", str(out), "--data-dir", str(data_dir), "--no-progress", "--only", "P1,P2,P3,P4,P5,P6"]
+    proc = subprocess.run([sys.executable, "-m", "jaxfeed.bench", *argv], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out, proc.stdout
+
+
+def test_writes_json_png_and_text(tiny_run):
+    out, stdout = tiny_run
+    results = json.loads((out / "bench.json").read_text())
+    assert (out / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "bench.txt").read_text().strip() in stdout
+    assert f"wrote {out / 'bench.json'}" in stdout
+    assert set(results["pipelines"]) == {"P1", "P2", "P3", "P4", "P5", "P6"}
+
+
+def test_every_pipeline_has_a_jaxfeed_and_a_hand_loop_entry(tiny_run):
+    out, _ = tiny_run
+    results = json.loads((out / "bench.json").read_text())
+    for key, p in results["pipelines"].items():
+        assert p["runs"]["jaxfeed"]["status"] in ("ok", "skipped", "error"), key
+        assert p["runs"]["hand loop"]["status"] == "ok", (key, p["runs"]["hand loop"])
+        assert p["runs"]["hand loop"]["median"] > 0
+
+
+def test_table_prints_min_median_max_and_the_targets(tiny_run):
+    _, stdout = tiny_run
+    assert "median" in stdout and "min" in stdout and "max" in stdout
+    assert "Targets (ratios of figures measured in this run)" in stdout
+    assert "AUTOTUNE / best hand-picked num_parallel_calls" in stdout
+
+
+def test_autotune_check_runs_hand_picked_settings(tiny_run):
+    out, _ = tiny_run
+    runs = json.loads((out / "bench.json").read_text())["pipelines"]["P4"]["runs"]
+    assert {f"jaxfeed num_parallel_calls={n}" for n in bench_main.SWEEP} <= set(runs)
+
+
+def test_hand_loops_do_the_same_work_as_the_pipelines(tmp_path):
+    """Same elements (up to order where a shuffle or interleave differs), same shapes and dtypes."""
+    import numpy as np
+
+    from jaxfeed.bench import baselines, data, suite
+
+    d = data.Loaded(data.ensure("tiny", root=str(tmp_path), log=lambda m: None))
+    p1 = np.concatenate(list(baselines.p1(d)))
+    assert p1.tolist() == list(range(1, d.sizes["p1_n"] + 1))
+    p2 = np.concatenate(list(baselines.p2(d)))
+    assert p2.shape == d.rows.shape
+    assert np.array_equal(np.sort(p2[:, 0]), np.sort(d.rows[:, 0]))
+    p4 = np.concatenate(list(baselines.p4(d)))
+    assert p4.dtype == np.float32 and p4.shape == d.images.shape
+    p5 = np.concatenate(list(baselines.p5(d)))
+    assert p5.shape == (d.sizes["p5_lines"], workloads.P5_LENGTH) and p5.dtype == np.int32
+    arrays, sums = zip(*baselines.p3(d))
+    assert sum(len(s) for s in sums) == d.sizes["p3_files"] * d.sizes["p3_records"]
+    assert all(int(a.sum()) == int(s.sum()) for a, s in zip(arrays, sums))
+    p6 = list(baselines.p6(d))
+    assert sum(len(b["id"]) for b in p6) == d.sizes["p6_files"] * d.sizes["p6_rows"]
+    assert all(len(b["id"]) == workloads.P6_BATCH for b in p6[:-1])
+    try:
+        jf = np.concatenate([b for b in suite.p1(d)])
+    except ImportError:
+        return
+    assert jf.tolist() == p1.tolist()
+
+
+def test_tfrecord_framing_round_trips_and_catches_corruption(tmp_path):
+    if not workloads.HAVE_CRC32C:
+        pytest.skip("google-crc32c is not installed")
+    path = tmp_path / "x.tfrecord"
+    payloads = [b"abc", b"", bytes(range(256))]
+    path.write_bytes(b"".join(workloads.frame_record(p) for p in payloads))
+    assert list(workloads.read_tfrecords(str(path))) == payloads
+    raw = bytearray(path.read_bytes())
+    raw[14] ^= 1  # a payload byte of the first record
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match="corrupt record CRC"):
+        list(workloads.read_tfrecords(str(path)))
+
+
+def test_interleave_round_robin_follows_tf_data_cycle_order():
+    out = list(workloads.interleave_round_robin([[1, 2, 3], [10, 20], [100], [1000, 2000]], 2))
+    assert out == [1, 10, 2, 20, 3, 100, 1000, 2000]
+
+
+def test_measure_reports_min_median_max_and_counts_rows():
+    r = timing.measure(lambda: iter([[1, 2, 3], [4, 5]] * 3), repeats=3, warmup=1, count=len)
+    assert r["elements"] == [15, 15, 15]
+    assert r["min"] <= r["median"] <= r["max"]
+    assert r["first_batch_s"] is not None
+
+
+def test_targets_are_ratios_with_verdicts():
+    results = {"pipelines": {"P1": {"runs": {
+        "jaxfeed": {"kind": "jaxfeed", "status": "ok", "median": 3.0},
+        "hand loop": {"kind": "baseline", "status": "ok", "median": 4.0},
+        "torch: DataLoader workers=0": {"kind": "peer", "status": "ok", "median": 2.0}}}}}
+    t = {x["target"]: x for x in report.compute_targets(results)}
+    assert t["jaxfeed / hand loop"]["value"] == pytest.approx(0.75)
+    assert t["jaxfeed / hand loop"]["status"] == "pass"
+    assert t["jaxfeed / torch DataLoader (0 workers)"]["value"] == pytest.approx(1.5)
+
+
+def test_a_missing_peer_is_skipped_cleanly(tmp_path):
+    """A peer whose framework is absent from the interpreter reports a skip, not an error."""
+    from jaxfeed.bench import data
+
+    path = data.ensure("tiny", root=str(tmp_path), log=lambda m: None)
+    found = runner.probe_peers(sys.executable, ["tfdata", "torch", "grain"])
+    missing = [p for p, v in found.items() if v is None]
+    if not missing:
+        pytest.skip("every peer is installed in this interpreter")
+    r = runner.run_peer(sys.executable, missing[0], "P1", path, 1, 0, 0.1, timeout=60)
+    assert r["status"] == "skipped" and "not installed" in r["reason"]
