@@ -90,8 +90,35 @@ def _flatten(parts) -> np.ndarray:
     return np.concatenate(pieces)
 
 
-def _u32_at(arr: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    return arr[offsets[:, None] + np.arange(4)].view("<u4").ravel()
+def runs_of(lengths: np.ndarray):
+    """``[(lo, hi), ...]``: the runs of equal lengths (consecutive same-size records sit at a fixed stride,
+    so a run is one strided numpy view), or None where lengths mostly vary."""
+    n = len(lengths)
+    change = np.flatnonzero(lengths[1:] != lengths[:-1]) + 1
+    if len(change) * _RUN_MIN > n:
+        return None
+    bounds = [0] + change.tolist() + [n]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def _u32_fields(buf: bytes, offsets: np.ndarray, lengths: np.ndarray, runs) -> np.ndarray:
+    """The little-endian uint32 at each offset (the stored CRCs)."""
+    if runs is None:
+        arr = np.frombuffer(buf, dtype=np.uint8)
+        return arr[offsets[:, None] + np.arange(4)].view("<u4").ravel()
+    parts = [np.ndarray((hi - lo,), dtype="<u4", buffer=buf, offset=int(offsets[lo]),
+                        strides=(int(lengths[lo]) + FRAMING,)) for lo, hi in runs]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _length_crcs(buf: bytes, starts: np.ndarray, lengths: np.ndarray, runs) -> np.ndarray:
+    """What each record's length CRC should be: one C call per run of equal lengths, else numpy over the
+    8-byte length fields of all records at once."""
+    if runs is None:
+        arr = np.frombuffer(buf, dtype=np.uint8)
+        return crc.masked_crc32c_rows(arr[starts[:, None] + np.arange(8)])
+    values = [crc.masked_crc32c(_LENGTH.pack(int(lengths[lo]))) for lo, _ in runs]
+    return np.repeat(np.array(values, dtype=np.uint32), [hi - lo for lo, hi in runs])
 
 
 def check(buf: bytes, starts: np.ndarray, lengths: np.ndarray, verify: bool):
@@ -99,22 +126,42 @@ def check(buf: bytes, starts: np.ndarray, lengths: np.ndarray, verify: bool):
     with whether its header (True) or its payload (False) is bad."""
     n = len(starts)
     bad, bad_header = -1, False
+    runs = runs_of(lengths) if n else None
     if verify and n:
-        arr = np.frombuffer(buf, dtype=np.uint8)
-        header_rows = arr[starts[:, None] + np.arange(8)]
-        header_ok = crc.masked_crc32c_rows(header_rows) == _u32_at(arr, starts + 8)
+        header_ok = _length_crcs(buf, starts, lengths, runs) == _u32_fields(buf, starts + 8, lengths, runs)
         if not header_ok.all():
             bad, bad_header = int(np.argmin(header_ok)), True
             n = bad
             starts, lengths = starts[:n], lengths[:n]
+            runs = runs_of(lengths) if n else None
     first = starts + HEADER
-    payloads = list(map(buf.__getitem__, map(slice, first.tolist(), (first + lengths).tolist())))
+    payloads = slice_payloads(buf, first, lengths, runs)
     if verify and n:
-        payload_ok = crc.masked_crc32c_many(payloads) == _u32_at(arr, first + lengths)
+        payload_ok = crc.masked_crc32c_many(payloads) == _u32_fields(buf, first + lengths, lengths, runs)
         if not payload_ok.all():
             bad, bad_header = int(np.argmin(payload_ok)), False
             del payloads[bad:]
     return payloads, bad, bad_header
+
+
+def slice_payloads(buf: bytes, first: np.ndarray, lengths: np.ndarray, runs) -> list:
+    """``[buf[a:a+n] ...]`` for each payload. A run of same-size records is one strided numpy view of a
+    ``V<n>`` dtype whose ``tolist()`` makes the bytes objects in C (~30% faster than slicing one by one);
+    varying sizes fall back to a list comprehension."""
+    if len(first) == 0:
+        return []
+    if runs is None:
+        return [buf[a:b] for a, b in zip(first.tolist(), (first + lengths).tolist())]
+    out = []
+    for lo, hi in runs:
+        size = int(lengths[lo])
+        if hi - lo >= _RUN_MIN and size > 0:
+            view = np.ndarray((hi - lo,), dtype=f"V{size}", buffer=buf, offset=int(first[lo]),
+                              strides=(size + FRAMING,))
+            out += view.tolist()
+        else:
+            out += [buf[a:a + size] for a in first[lo:hi].tolist()]
+    return out
 
 
 def corrupted(filename: str, offset: int, header: bool) -> errors.DataLossError:

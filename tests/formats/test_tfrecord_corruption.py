@@ -145,3 +145,19 @@ def test_writer_refuses_writes_after_close(tmp_path):
     w.close()
     with pytest.raises(errors.FailedPreconditionError):
         w.write(b"x")
+
+
+def test_corruption_inside_a_run_of_same_size_records_is_found_at_its_record(tmp_path):
+    records = [b"r" * 10] * 20 + [b"odd", b"sizes!"] + [bytes([i]) * 7 for i in range(30)]
+    raw = bytearray(tfrecord.frame_many(records))
+    starts, _ = offsets(records)
+    raw[starts[35] + 14] ^= 0x40  # a payload byte of record 35, inside the run of 7-byte records
+    path = tmp_path / "runs.tfrecord"
+    path.write_bytes(bytes(raw))
+    got, error = read_all(str(path))
+    assert got == records[:35] and error.offset == starts[35]
+    raw = bytearray(tfrecord.frame_many(records))
+    raw[starts[12] + 3] ^= 0x01  # the length field of record 12, inside the run of 10-byte records
+    path.write_bytes(bytes(raw))
+    got, error = read_all(str(path))
+    assert got == records[:12] and "Is this even a TFRecord" in str(error) and error.offset == starts[12]
