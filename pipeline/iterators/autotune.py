@@ -26,19 +26,20 @@ RAISE_ABOVE = 0.05
 
 
 class Tuner:
-    def __init__(self, initial: int, maximum: int, grow=lambda v: v + 1):
+    def __init__(self, initial: int, maximum: int, grow=lambda v: v + 1, clock=time.perf_counter):
+        self._clock = clock
         self.value = max(1, min(initial, maximum))
         self.maximum = max(1, maximum)
         self._grow = grow
         self._waited = 0.0
-        self._start = time.perf_counter()
+        self._start = clock()
         self.raises = 0  # how many times the knob went up (for statistics and tests)
 
     def waited(self, seconds: float) -> None:
         self._waited += seconds
 
     def tick(self) -> None:
-        now = time.perf_counter()
+        now = self._clock()
         elapsed = now - self._start
         if elapsed < WINDOW:
             return

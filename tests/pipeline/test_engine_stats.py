@@ -1,0 +1,61 @@
+"""Statistics: zero cost when off, per-node counts and the bottleneck when on."""
+
+import time
+
+import numpy as np
+import pytest
+
+from jaxfeed.pipeline import AUTOTUNE, Dataset, Options, errors
+from jaxfeed.pipeline.stats import _Timed
+from jaxfeed.pipeline.testing import assert_resumes_everywhere
+
+
+def with_stats(ds):
+    opts = Options()
+    opts.experimental_statistics = True
+    return ds.with_options(opts)
+
+
+def slow(x):
+    time.sleep(0.002)
+    return x
+
+
+def test_statistics_off_leaves_iterators_unwrapped():
+    it = iter(Dataset.range(10).map(lambda x: x).prefetch(2))
+    assert not isinstance(it._it, _Timed)
+    with pytest.raises(errors.FailedPreconditionError, match="Statistics are off"):
+        it.stats()
+    it.close()
+
+
+def test_statistics_count_elements_per_node():
+    it = iter(with_stats(Dataset.range(100).map(lambda x: x).prefetch(4)))
+    assert len(list(it)) == 100
+    report = it.stats()
+    assert report["Map"]["elements"] == 100 and report["Prefetch"]["elements"] == 100
+    assert report["Range"]["elements"] == 100
+
+
+def test_bottleneck_names_the_slowest_node():
+    ds = with_stats(Dataset.range(40).map(lambda x: x + 1).map(slow, name="the_slow_one").batch(4))
+    opts = Options()
+    opts.experimental_optimization.apply_default_optimizations = False
+    it = iter(ds.with_options(opts))
+    list(it)
+    report = it.stats()
+    assert "the_slow_one" in report.bottleneck
+    text = str(report)
+    assert "bottleneck:" in text and "busy s" in text and "the_slow_one" in text
+
+
+def test_bottleneck_of_a_parallel_map_counts_its_worker_time():
+    it = iter(with_stats(Dataset.range(40).map(slow, num_parallel_calls=2, name="par").prefetch(2)))
+    list(it)
+    report = it.stats()
+    assert "par" in report.bottleneck
+    assert report["Prefetch"]["fill"] is not None
+
+
+def test_statistics_keep_the_iterator_resumable():
+    assert_resumes_everywhere(lambda: with_stats(Dataset.range(9).map(lambda x: x * 2).batch(2).prefetch(1)))
