@@ -48,7 +48,7 @@ class ZipIterator(Iterator):
         n = min(n, BLOCK)
         for queue, it in zip(self._queues, self.inputs):
             self._fill(queue, it, n)
-        k = min(len(q) for q in self._queues)
+        k = min(n, min(len(q) for q in self._queues))
         if k == 0:  # the shortest input has ended
             self._done = True
             return []
