@@ -253,9 +253,9 @@ class Strategy:
         return Dataset.from_tensor_slices(numpy_input)
 
     # ------------------------------------------------------------------ reduce helpers
-    @staticmethod
-    def _reduce_non_distributed(reduce_op, value):
-        if reduce_op == ReduceOp.MEAN:
+    def _reduce_non_distributed(self, reduce_op, value):
+        """tf.distribute's rule: MEAN returns the value; so does SUM with one replica; else ValueError."""
+        if reduce_op == ReduceOp.MEAN or self.num_replicas_in_sync == 1:
             return value
         raise ValueError(f"A non-DistributedValues value {value!r} cannot be reduced with the given reduce op "
                          f"{reduce_op}.")
