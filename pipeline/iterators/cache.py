@@ -41,7 +41,8 @@ class CacheIterator(Iterator):
         self._elements: list | None = None  # in-memory replay
         self._pos = 0
         self._reader = None  # file replay
-        self._ahead: list = []  # decoded, not yet delivered records of the file replay
+        self._ahead: list = []  # records decoded by the file replay; those from _ahead_pos on are undelivered
+        self._ahead_pos = 0
 
     # ------------------------------------------------------------------ modes
     def _start(self):
@@ -65,6 +66,7 @@ class CacheIterator(Iterator):
 
     def _replay_file(self, pos):
         self._reader = CacheReader(self.node.filename, self._label, pos)
+        self._ahead, self._ahead_pos = [], 0
         self._mode = "read"
 
     # ------------------------------------------------------------------ elements
@@ -79,10 +81,7 @@ class CacheIterator(Iterator):
         out = self.input.next_many(n)
         if mode == "write":
             if out:
-                if self._writer is not None:
-                    self._writer.write(out)
-                else:
-                    self._recorded.extend(out)
+                self._record_block(out)
             else:
                 self._complete()
         if not out:
@@ -90,6 +89,15 @@ class CacheIterator(Iterator):
         return out
 
     def _next(self):
+        if self._mode in ("write", "pass"):  # one element: no block slicing upstream
+            try:
+                element = self.input.next()
+            except StopIteration:
+                self._next_many(1)  # completes the recording
+                raise
+            if self._mode == "write":
+                self._record_block([element])
+            return element
         out = self._next_many(1)
         if not out:
             raise StopIteration
@@ -100,10 +108,18 @@ class CacheIterator(Iterator):
             out = self._elements[self._pos:self._pos + n]
             self._pos += len(out)
             return out
-        if not self._ahead:
-            self._ahead = self._reader.read(max(n, READ_AHEAD))
-        out, self._ahead = self._ahead[:n], self._ahead[n:]
+        if self._ahead_pos == len(self._ahead):
+            self._ahead, self._ahead_pos = self._reader.read(max(n, READ_AHEAD)), 0
+        start = self._ahead_pos
+        out = self._ahead[start:start + n]
+        self._ahead_pos = start + len(out)
         return out
+
+    def _record_block(self, block):
+        if self._writer is not None:
+            self._writer.write(block)
+        else:
+            self._recorded.extend(block)
 
     def _complete(self):
         if self._writer is not None:
@@ -130,7 +146,7 @@ class CacheIterator(Iterator):
             if self._reader is None:
                 state.update(pos=self._pos, elements=self._elements)
             else:
-                state["pos"] = self._reader.pos - len(self._ahead)
+                state["pos"] = self._reader.pos - (len(self._ahead) - self._ahead_pos)
         return state
 
     def set_state(self, state):

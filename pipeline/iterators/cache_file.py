@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import json
+import math
 import struct
 
 import fsspec
@@ -41,9 +42,8 @@ def paths(prefix: str) -> dict[str, str]:
 
 # ---------------------------------------------------------------------------------------------- records
 def encode(element) -> bytes:
-    parts = []
-    leaves = structure.flatten(element)
-    parts.append(_U32.pack(len(leaves)))
+    leaves = structure.flatten(element) if structure.is_nested(element) else (element,)
+    parts = [_U32.pack(len(leaves))]
     for leaf in leaves:
         if isinstance(leaf, bytes):
             parts += [_U8.pack(BYTES), _U64.pack(len(leaf)), leaf]
@@ -53,11 +53,21 @@ def encode(element) -> bytes:
                 item = item.encode() if isinstance(item, str) else bytes(item)
                 parts += [_U64.pack(len(item)), item]
         else:
-            arr = np.asarray(leaf)
-            dt = arr.dtype.str.encode()
+            if not isinstance(leaf, (np.ndarray, np.generic)):
+                leaf = np.asarray(leaf)
             kind = SCALAR if isinstance(leaf, np.generic) else ARRAY
-            parts += [_U8.pack(kind), _U8.pack(len(dt)), dt, _shape(arr.shape), np.ascontiguousarray(arr).tobytes()]
+            key = (kind, leaf.dtype, leaf.shape)
+            head = _headers.get(key)
+            if head is None:
+                if len(_headers) > 4096:  # many distinct shapes (variable lengths): keep the memo small
+                    _headers.clear()
+                dt = leaf.dtype.str.encode()
+                head = _headers[key] = _U8.pack(kind) + _U8.pack(len(dt)) + dt + _shape(leaf.shape)
+            parts += [head, leaf.tobytes()]  # tobytes is C order whatever the strides
     return b"".join(parts)
+
+
+_headers: dict = {}  # (kind, dtype, shape) -> the leaf's header bytes
 
 
 def _shape(shape) -> bytes:
@@ -71,38 +81,85 @@ def decode(buf, offset: int, nest):
     for _ in range(count):
         kind = buf[offset]
         offset += 1
-        if kind == BYTES:
+        if kind == ARRAY or kind == SCALAR:
+            n = buf[offset]
+            dtype = _dtype(bytes(buf[offset + 1:offset + 1 + n]))
+            shape, offset = _read_shape(buf, offset + 1 + n)
+            count_items = math.prod(shape)
+            arr = np.frombuffer(buf, dtype=dtype, count=count_items, offset=offset).reshape(shape)
+            offset += count_items * dtype.itemsize
+            leaves.append(arr[()] if kind == SCALAR else arr)
+        elif kind == BYTES:
             (n,) = _U64.unpack_from(buf, offset)
             leaves.append(bytes(buf[offset + 8:offset + 8 + n]))
             offset += 8 + n
         elif kind == STRINGS:
             shape, offset = _read_shape(buf, offset)
             items = []
-            for _ in range(int(np.prod(shape, dtype=np.int64))):
+            for _ in range(math.prod(shape)):
                 (n,) = _U64.unpack_from(buf, offset)
                 items.append(bytes(buf[offset + 8:offset + 8 + n]))
                 offset += 8 + n
             arr = np.empty(len(items), dtype=object)
             arr[:] = items
             leaves.append(arr.reshape(shape))
-        elif kind in (ARRAY, SCALAR):
-            n = buf[offset]
-            dtype = np.dtype(bytes(buf[offset + 1:offset + 1 + n]).decode())
-            shape, offset = _read_shape(buf, offset + 1 + n)
-            size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-            arr = np.frombuffer(buf, dtype=dtype, count=size // dtype.itemsize if dtype.itemsize else 0,
-                                offset=offset).reshape(shape)
-            offset += size
-            leaves.append(arr[()] if kind == SCALAR else arr)
         else:
             raise DataLossError(f"cache file: unknown leaf kind {kind} at byte {offset - 1}", "Cache")
+    if nest is None:
+        return leaves[0]
     return _pack(nest, iter(leaves))
+
+
+_dtypes: dict = {}
+_shape_structs = [struct.Struct(f"<{i}Q") for i in range(33)]
+
+
+def _dtype(code: bytes):
+    dtype = _dtypes.get(code)
+    if dtype is None:
+        dtype = _dtypes[code] = np.dtype(code.decode())
+    return dtype
 
 
 def _read_shape(buf, offset):
     ndim = buf[offset]
-    shape = tuple(_U64.unpack_from(buf, offset + 1 + 8 * i)[0] for i in range(ndim))
-    return shape, offset + 1 + 8 * ndim
+    return _shape_structs[ndim].unpack_from(buf, offset + 1), offset + 1 + 8 * ndim
+
+
+class _Layout:
+    __slots__ = ("size", "header_cols", "leaves")
+
+    def __init__(self, size, header_cols, leaves):
+        self.size, self.header_cols, self.leaves = size, header_cols, leaves
+
+
+def _uniform_layout(buf):
+    """The layout of the first record in ``buf`` if every leaf is a fixed-size numeric array (or numpy
+    scalar); 0-d arrays and strings are left to ``decode`` (a row of a block cannot be a 0-d array)."""
+    (count,) = _U32.unpack_from(buf, 0)
+    offset, header, leaves = 4, [range(0, 4)], []
+    for _ in range(count):
+        kind = buf[offset]
+        if kind not in (ARRAY, SCALAR):
+            return None
+        n = buf[offset + 1]
+        dtype = _dtype(bytes(buf[offset + 2:offset + 2 + n]))
+        shape, data = _read_shape(buf, offset + 2 + n)
+        if (kind == ARRAY and not shape) or (kind == SCALAR and shape) or dtype.hasobject:
+            return None
+        header.append(range(offset, data))
+        leaves.append((dtype, shape, data))
+        offset = data + math.prod(shape) * dtype.itemsize
+    cols = np.fromiter((i for r in header for i in r), dtype=np.intp)
+    return _Layout(offset, cols, leaves)
+
+
+def _c_strides(shape, itemsize):
+    strides, step = [], itemsize
+    for d in reversed(shape):
+        strides.append(step)
+        step *= d
+    return tuple(reversed(strides))
 
 
 # ------------------------------------------------------------------------------------------------- nest
@@ -245,7 +302,26 @@ class CacheReader:
             raise DataLossError(f"{self.label}: cache data file {self.paths['data']!r} is truncated: expected "
                                 f"{size} bytes at offset {base}, got {len(buf)}.", "Cache")
         self.pos = stop
+        rows = self._decode_uniform(buf, stop - start)
+        if rows is not None:
+            return rows
         return [decode(buf, int(o) - base, self.nest) for o in self.offsets[start:stop]]
+
+    def _decode_uniform(self, buf, n: int):
+        """All ``n`` records at once when they share one layout (same dtypes and shapes, no strings): each
+        component becomes one strided view over the block, and the elements are its rows. None otherwise."""
+        layout = _uniform_layout(buf)
+        if layout is None or len(buf) != n * layout.size:
+            return None
+        block = np.frombuffer(buf, dtype=np.uint8).reshape(n, layout.size)
+        if not (block[:, layout.header_cols] == block[0, layout.header_cols]).all():
+            return None
+        leaves = [np.ndarray((n,) + shape, dtype=dtype, buffer=buf, offset=offset,
+                             strides=(layout.size,) + _c_strides(shape, dtype.itemsize))
+                  for dtype, shape, offset in layout.leaves]
+        if self.nest is None:
+            return list(leaves[0])
+        return [_pack(self.nest, iter([leaf[i] for leaf in leaves])) for i in range(n)]
 
     def close(self) -> None:
         if self._file is not None:

@@ -184,3 +184,16 @@ def test_file_cache_resumes_while_writing_and_a_later_pass_writes_it(prefix):
         assert not os.path.exists(prefix + ".index") and not os.path.exists(prefix + "_0.lockfile")
     assert values(make()) == [1, 2, 3, 4, 5, 6]
     assert values(Dataset.range(6).map(lambda x: 1 / 0).cache(prefix)) == [1, 2, 3, 4, 5, 6]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: Dataset.from_tensor_slices({"a": np.arange(12.0).reshape(6, 2), "b": (np.arange(6), np.ones((6, 2, 2), bool))}),
+    lambda: Dataset.range(1, 7).map(lambda k: (np.arange(k), np.float32(k))),  # shapes vary: record by record
+    lambda: Dataset.range(6).map(lambda k: np.asarray(k)),  # 0-d arrays stay 0-d arrays
+], ids=["uniform-block", "variable-shapes", "zero-d"])
+def test_file_cache_replays_exactly_what_was_recorded(make, prefix):
+    expected = list(make())
+    assert_elements_equal(list(make().cache(prefix)), expected)
+    replayed = list(make().cache(prefix))
+    assert_elements_equal(replayed, expected)
+    assert [type(x) for x in replayed] == [type(x) for x in expected]
