@@ -344,6 +344,10 @@ def stack(elements: Sequence, spec=None, what: str = "batch"):
 
 def _stack_leaf(values, leaf_index, what):
     v0 = values[0]
+    if type(v0) is bytes and set(map(type, values)) == {bytes}:  # scalar strings (records, lines): no per-item loop
+        out = np.empty(len(values), dtype=object)
+        out[:] = values
+        return out
     if isinstance(v0, bytes) or (isinstance(v0, np.ndarray) and v0.dtype == object):
         out = np.empty((len(values),) + np.shape(v0), dtype=object)
         for i, v in enumerate(values):
