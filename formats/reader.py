@@ -119,6 +119,10 @@ class FileRecordsIterator(Iterator):
 
     # ------------------------------------------------------------------ reading
     def _next(self):
+        i = self._i
+        if i < len(self._items):  # the common case, without building a one-element list
+            self._i = i + 1
+            return self._items[i]
         out = self._next_many(1)
         if not out:
             raise StopIteration
