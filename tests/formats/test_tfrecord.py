@@ -135,3 +135,34 @@ def test_reader_node_lists_its_files(data_dir):
     names = pair(data_dir, "")
     node = TFRecordDataset(names)._node
     assert node.reads_files and node.files() == names
+
+
+def test_list_files_then_interleave_reads_every_file(data_dir):
+    pattern = str(data_dir / "examples-*.tfrecord")
+    files = Dataset.list_files(pattern, shuffle=False)
+    records = list(files.interleave(TFRecordDataset, cycle_length=1))
+    assert records == list(TFRecordDataset(pair(data_dir, "")))
+
+
+def test_num_parallel_reads_autotune_uses_a_fixed_portable_cycle(tmp_path):
+    from jaxfeed.formats.reader import AUTOTUNE_CYCLE_LENGTH
+    from jaxfeed.pipeline import AUTOTUNE
+
+    names = []
+    for i in range(AUTOTUNE_CYCLE_LENGTH + 1):
+        names.append(str(tmp_path / f"f{i}"))
+        (tmp_path / f"f{i}").write_bytes(tfrecord.frame_many([f"{i}-{k}".encode() for k in range(2)]))
+    got = list(TFRecordDataset(names, num_parallel_reads=AUTOTUNE))
+    cycle = AUTOTUNE_CYCLE_LENGTH
+    assert got[:cycle] == [f"{i}-0".encode() for i in range(cycle)]
+    assert sorted(got) == sorted(f"{i}-{k}".encode() for i in range(cycle + 1) for k in range(2))
+
+
+def test_parallel_reads_resume_everywhere(data_dir):
+    names = pair(data_dir, "")
+    assert_resumes_everywhere(lambda: TFRecordDataset(names, num_parallel_reads=2).take(20))
+
+
+def test_num_parallel_reads_must_be_positive(data_dir):
+    with pytest.raises(errors.InvalidArgumentError):
+        TFRecordDataset(pair(data_dir, ""), num_parallel_reads=0)
