@@ -8,6 +8,8 @@ list in an ``Elements`` node, read front to back.
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import structure
 from ..errors import InvalidArgumentError
 from .base import Node
@@ -25,14 +27,25 @@ class Elements(Node):
         return {"num_elements": len(self.elements)}
 
     def compute_spec(self):
-        specs = [structure.spec_of(e) for e in self.elements]
-        if not specs:
+        """The most specific spec of all elements: a dim differing anywhere is None."""
+        if not self.elements:
             raise ValueError("Elements: an empty element list has no spec")
-        leaves = [structure.flatten(s) for s in specs]
-        merged = leaves[0]
-        for other in leaves[1:]:
-            merged = [a.most_specific_compatible(b) for a, b in zip(merged, other)]
-        return structure.pack_as(specs[0], merged)
+        first = structure.spec_of(self.elements[0])
+        leaves = structure.flatten(first)
+        shapes = [list(leaf.shape) for leaf in leaves]
+        nested = structure.is_nested(self.elements[0])
+        for e in self.elements[1:]:
+            for i, value in enumerate(structure.flatten(e) if nested else (e,)):
+                shape, merged = np.shape(value), shapes[i]
+                if merged is None:
+                    continue
+                if len(shape) != len(merged):
+                    shapes[i] = None
+                    continue
+                for d, size in enumerate(shape):
+                    if merged[d] != size:
+                        merged[d] = None
+        return structure.pack_as(first, [structure.TensorSpec(s, leaf.dtype) for s, leaf in zip(shapes, leaves)])
 
     def cardinality(self):
         return len(self.elements)

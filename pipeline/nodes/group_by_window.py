@@ -16,6 +16,8 @@ window padded and batched with ``padded_batch`` (or ``batch`` with ``no_padding`
 
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
 from .. import structure
@@ -79,6 +81,8 @@ class GroupByWindow(Node):
     # ------------------------------------------------------------------ the user functions, checked
     def key_of(self, element, position: int) -> int:
         key = call(self.key_func, element)
+        if type(key) is np.int64 or type(key) is int:
+            return int(key)
         if isinstance(key, (bool, np.bool_)) or np.ndim(key) != 0 or np.asarray(key).dtype.kind not in "iu":
             raise InvalidArgumentError(
                 f"{self.label()}: `key_func` must return a single integer (int64) scalar; got {key!r:.60} for "
@@ -127,11 +131,8 @@ def bucket_by_sequence_length(dataset, element_length_func, bucket_boundaries, b
                                    "bucket_by_sequence_length")
     if not callable(element_length_func):
         raise TypeError("bucket_by_sequence_length: `element_length_func` must be callable")
-    edges = np.asarray(boundaries, dtype=np.int64)
-
     def bucket_of(*element):
-        length = element_length_func(*element)
-        return np.int64(np.searchsorted(edges, int(length), side="right"))
+        return bisect.bisect_right(boundaries, int(element_length_func(*element)))
 
     def batch_size_of(bucket):
         return sizes[int(bucket)]
