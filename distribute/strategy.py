@@ -123,8 +123,8 @@ class ReplicaContext:
         return self._strategy.extended.worker_devices
 
     def _check_active(self, what):
-        _, ctx = context.current()
-        if ctx is not self:
+        strategy, ctx = context.current()
+        if ctx is not self and not (strategy is None and self._strategy._is_default):
             raise RuntimeError(f"ReplicaContext.{what} can only be called inside the function given to "
                                "strategy.run (in replica context).")
 
