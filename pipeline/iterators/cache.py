@@ -1,5 +1,8 @@
 """``cache`` iterators: the first use decides between replaying a finished cache and recording one.
 
+A pass that is read only partly, or in which the input raised an error, is not recorded (the replay
+would differ from it); a warning says so and the next complete, clean pass records the cache.
+
 Saved state, by mode (documented choices):
 
 - recording in memory: the input's state plus the elements recorded so far, so a restored iterator
@@ -78,7 +81,11 @@ class CacheIterator(Iterator):
             return self._read(n)
         if mode == "done":
             return []
-        out = self.input.next_many(n)
+        try:
+            out = self.input.next_many(n)
+        except Exception:
+            self._abandon_recording()
+            raise
         if mode == "write":
             if out:
                 self._record_block(out)
@@ -94,6 +101,9 @@ class CacheIterator(Iterator):
                 element = self.input.next()
             except StopIteration:
                 self._next_many(1)  # completes the recording
+                raise
+            except Exception:
+                self._abandon_recording()
                 raise
             if self._mode == "write":
                 self._record_block([element])
@@ -120,6 +130,19 @@ class CacheIterator(Iterator):
             self._writer.write(block)
         else:
             self._recorded.extend(block)
+
+    def _abandon_recording(self):
+        """An error from the input: a replay would silently differ from this pass, so this pass is not
+        recorded (it goes on as a pass-through); the next complete pass records the cache."""
+        if self._mode != "write":
+            return
+        log.warning("%s: an error was raised while recording the cache; this pass will not be cached.",
+                    self._label)
+        self._recorded = []
+        if self._writer is not None:
+            self._writer.abort()
+            self._writer = None
+        self._mode = "pass"
 
     def _complete(self):
         if self._writer is not None:

@@ -197,3 +197,24 @@ def test_file_cache_replays_exactly_what_was_recorded(make, prefix):
     replayed = list(make().cache(prefix))
     assert_elements_equal(replayed, expected)
     assert [type(x) for x in replayed] == [type(x) for x in expected]
+
+
+@pytest.mark.parametrize("in_files", [False, True], ids=["memory", "file"])
+def test_cache_pass_with_an_input_error_is_not_recorded(in_files, prefix, caplog):
+    fn = Counted()
+
+    def flaky(x):
+        if x == 2 and fn.calls < 5:
+            raise ValueError("flaky element")
+        return fn(x)
+
+    ds = Dataset.range(4).map(flaky).cache(prefix if in_files else "")
+    it = iter(ds)
+    assert values([next(it), next(it)]) == [0, 10]
+    with caplog.at_level(logging.WARNING, logger="jaxfeed"), pytest.raises(ValueError, match="flaky"):
+        next(it)
+    assert values(it) == [30]  # the pass goes on, unrecorded
+    assert "will not be cached" in caplog.text
+    assert not os.path.exists(prefix + ".index") and not os.path.exists(prefix + "_0.lockfile")
+    assert values(ds) == [0, 10, 20, 30]  # a clean pass records
+    assert values(ds) == [0, 10, 20, 30] and fn.calls == 7
