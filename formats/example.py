@@ -106,8 +106,13 @@ class VarLenValue(NamedTuple("VarLenValue", [("values", np.ndarray), ("row_split
 # ---------------------------------------------------------------------------------------------- builders
 def feature(values) -> Feature:
     """A ``Feature`` from a value or list: bytes/str -> bytes_list, floats -> float_list, ints -> int64_list."""
-    arr = np.asarray(values if isinstance(values, (list, tuple, np.ndarray)) else [values])
+    items = values if isinstance(values, (list, tuple, np.ndarray)) else [values]
     f = Feature()
+    if not isinstance(items, np.ndarray) and len(items) and all(isinstance(v, (bytes, str)) for v in items):
+        # not through numpy: an "S" array would strip trailing NUL bytes
+        f.bytes_list.value.extend(v.encode("utf-8") if isinstance(v, str) else v for v in items)
+        return f
+    arr = np.asarray(items, dtype=object if isinstance(items, np.ndarray) and items.dtype.kind == "O" else None)
     if arr.size == 0 and arr.dtype.kind not in "SUO":
         f.int64_list.SetInParent()  # an empty list still has a kind (reference 9)
     elif arr.dtype.kind in "SUO":

@@ -99,8 +99,8 @@ class FileRecordsIterator(Iterator):
     the unit the source resumes from; ``error`` is raised after the elements and ends the file) and an
     ``offset`` property (where the next unread element starts), and ``close()``.
 
-    After a damage error the file is finished: the next call reads the next file, which is what lets
-    ``ignore_errors`` go on there. State: the input's state, the current file and the offset of the next
+    After a damage error the file is finished -- the next call reads the next file, which is what lets
+    ``ignore_errors`` go on there -- unless the source says it ``can_continue`` after the damaged element. State: the input's state, the current file and the offset of the next
     element not yet delivered."""
 
     def __init__(self, node, ctx):
@@ -137,13 +137,18 @@ class FileRecordsIterator(Iterator):
                 return out
             if self._error is not None:
                 error, self._error = self._error, None
-                self._finish_file()
+                if not getattr(self._source, "can_continue", False):
+                    self._finish_file()
                 raise error
             if self._source is None and not self._open():
                 return []
             if self._source is None:
                 continue
-            items, offsets, error = self._source.read_block()
+            try:
+                items, offsets, error = self._source.read_block()
+            except Exception:  # a damaged stream (inflate error, unparsable CSV): this file is done
+                self._finish_file()
+                raise
             self._items, self._offsets, self._i, self._error = items, offsets, 0, error
             if not items and error is None:
                 self._finish_file()

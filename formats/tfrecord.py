@@ -13,8 +13,10 @@ CRC32C(payload)`` (reference 1.6). Reading works on large blocks (4 MiB by defau
    after delivering them (tf.data's order).
 
 Damage (tf.data's messages, reference section 11): a bad length CRC is "corrupted record at <offset> (Is
-this even a TFRecord file?)"; a bad payload CRC "corrupted record at <offset>"; a file that ends inside a
-payload or its CRC "truncated record at <offset>". A file that ends inside a 12-byte header is a clean end
+this even a TFRecord file?)" and ends the file (the next record cannot be found); a bad payload CRC is
+"corrupted record at <offset>" and reading goes on with the next record (the verified length still frames
+it), so ``ignore_errors`` skips just that record; a file that ends inside a payload or its CRC is
+"truncated record at <offset>". A file that ends inside a 12-byte header is a clean end
 of file, as in TensorFlow (verified at every cut point): we follow it so ported pipelines see the same
 records, at the cost of not noticing a file cut right after a record boundary + a few bytes.
 """
@@ -193,6 +195,11 @@ class RecordReader:
         self._next = None  # (chunk, start): where to go on after a bridge buffer
 
     @property
+    def can_continue(self) -> bool:
+        """After an error: whether records may follow in this file (a bad payload CRC) or not."""
+        return not self._done
+
+    @property
     def offset(self) -> int:
         """Stream offset of the first record not yet returned."""
         return self._base + self._pos
@@ -207,7 +214,10 @@ class RecordReader:
                 payloads, bad, bad_header = check(buf, starts, lengths, self._verify)
                 offsets = starts[:len(payloads)] + self._base
                 if bad >= 0:
-                    self._done = True
+                    if bad_header:  # the length cannot be trusted: no way to find the next record
+                        self._done = True
+                    else:  # the framing holds: go on after the bad record (ignore_errors skips just it)
+                        self._pos = int(starts[bad] + lengths[bad]) + FRAMING
                     return payloads, offsets, corrupted(self._filename, int(starts[bad]) + self._base, bad_header)
                 self._pos = end
                 return payloads, offsets, None

@@ -113,7 +113,7 @@ def test_after_data_loss_the_reader_goes_on_with_the_next_file(tmp_path):
     assert list(it) == RECORDS
 
 
-def test_ignore_errors_skips_the_corrupted_file_and_continues(tmp_path):
+def test_ignore_errors_skips_a_record_with_a_bad_payload_crc_and_reads_on(tmp_path):
     first = write(tmp_path / "a")
     raw = bytearray(tfrecord.frame_many(RECORDS))
     raw[offsets()[0][2] + 12] ^= 0xFF  # record 2's payload
@@ -121,8 +121,26 @@ def test_ignore_errors_skips_the_corrupted_file_and_continues(tmp_path):
     third = write(tmp_path / "c", [b"last"])
     ds = TFRecordDataset([first, str(tmp_path / "b"), third]).ignore_errors()
     it = iter(ds)
-    assert list(it) == RECORDS + RECORDS[:2] + [b"last"]
-    assert any(s.get("filename") == str(tmp_path / "b") for s in it.skipped)
+    assert list(it) == RECORDS + RECORDS[:2] + RECORDS[3:] + [b"last"]
+    assert [(s.get("filename"), s.get("offset")) for s in it.skipped] == [(str(tmp_path / "b"), offsets()[0][2])]
+
+
+def test_ignore_errors_skips_the_rest_of_a_file_whose_framing_is_lost(tmp_path):
+    raw = bytearray(tfrecord.frame_many(RECORDS))
+    raw[offsets()[0][1] + 2] ^= 0xFF  # record 1's length
+    (tmp_path / "b").write_bytes(bytes(raw))
+    last = write(tmp_path / "c", [b"last"])
+    assert list(TFRecordDataset([str(tmp_path / "b"), last]).ignore_errors()) == RECORDS[:1] + [b"last"]
+
+
+def test_resume_around_a_corrupted_record(tmp_path):
+    from jaxfeed.pipeline.testing import assert_resumes_everywhere
+
+    raw = bytearray(tfrecord.frame_many(RECORDS))
+    raw[offsets()[0][2] + 12] ^= 0xFF
+    (tmp_path / "b").write_bytes(bytes(raw))
+    names = [str(tmp_path / "b"), write(tmp_path / "c", [b"last"])]
+    assert_resumes_everywhere(lambda: TFRecordDataset(names).ignore_errors())
 
 
 def test_missing_file_raises_not_found_after_the_earlier_files(tmp_path):
@@ -161,3 +179,12 @@ def test_corruption_inside_a_run_of_same_size_records_is_found_at_its_record(tmp
     path.write_bytes(bytes(raw))
     got, error = read_all(str(path))
     assert got == records[:12] and "Is this even a TFRecord" in str(error) and error.offset == starts[12]
+
+
+def test_damaged_gzip_stream_ends_that_file_and_ignore_errors_goes_on(data_dir, tmp_path):
+    raw = bytearray((data_dir / "examples-0.tfrecord.gz").read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    (tmp_path / "bad.gz").write_bytes(bytes(raw))
+    good = str(data_dir / "examples-1.tfrecord.gz")
+    records = list(TFRecordDataset([str(tmp_path / "bad.gz"), good], "GZIP").ignore_errors())
+    assert records[-32:] == list(TFRecordDataset(good, "GZIP"))
