@@ -1,0 +1,236 @@
+"""Distributed datasets: the per-replica split rules (reference 6.1-6.3), padding, element_spec, state."""
+
+import jax
+import numpy as np
+import pytest
+
+from jaxfeed import distribute as jd
+from jaxfeed.distribute.rebatch import BalancedRebatch, balanced_sizes, legacy_sizes
+from jaxfeed.formats import TFRecordDataset, TFRecordWriter
+from jaxfeed.pipeline import AutoShardPolicy, Dataset, Options
+
+
+def strategy(n):
+    return jd.MirroredStrategy([f"cpu:{i}" for i in range(n)])
+
+
+@pytest.fixture(scope="module")
+def s2():
+    return strategy(2)
+
+
+@pytest.fixture(scope="module")
+def s3():
+    return strategy(3)
+
+
+def off(ds):
+    o = Options()
+    o.experimental_distribute.auto_shard_policy = AutoShardPolicy.OFF
+    return ds.with_options(o)
+
+
+def steps(strategy_, ds, options=None):
+    out = []
+    for step in strategy_.experimental_distribute_dataset(ds, options):
+        out.append([np.asarray(v).tolist() for v in strategy_.experimental_local_results(step)])
+    return out
+
+
+# ------------------------------------------------------------------ the size rules
+@pytest.mark.parametrize("b, w, r, worker, expected", [
+    (4, 1, 3, 0, [2, 1, 1]), (7, 1, 3, 0, [3, 2, 2]), (3, 1, 4, 0, [1, 1, 1, 0]),
+    (7, 2, 2, 0, [2, 2, 2, 1]), (7, 2, 2, 1, [2, 1, 2, 2]),
+    (5, 3, 1, 0, [2, 2, 1]), (5, 3, 1, 1, [2, 1, 2]), (5, 3, 1, 2, [1, 2, 2])])
+def test_balanced_sizes_follow_tf_distribute(b, w, r, worker, expected):
+    assert balanced_sizes(b, w, r, worker) == expected
+
+
+@pytest.mark.parametrize("b, n, expected", [(4, 3, [2, 2, 0]), (7, 3, [3, 3, 1]), (6, 4, [2, 2, 2, 0]),
+                                            (2, 3, [1, 1, 0])])
+def test_legacy_sizes_cut_pieces_of_ceil_b_over_n(b, n, expected):
+    assert legacy_sizes(b, n) == expected
+
+
+def test_balanced_rebatch_streams_across_input_batches():
+    node = BalancedRebatch(Dataset.range(10).batch(4)._node, 4, 1, 3, 0)
+    assert [x.tolist() for x in Dataset(node)] == [[0, 1], [2], [3], [4, 5], [6], [7], [8, 9]]
+
+
+# ------------------------------------------------------------------ the split on 2 and 3 replicas
+def test_off_policy_uses_the_balanced_split_with_empty_trailing_replicas(s2, s3):
+    ds = off(Dataset.range(10).batch(4))
+    assert steps(s3, ds) == [[[0, 1], [2], [3]], [[4, 5], [6], [7]], [[8, 9], [], []]]
+    assert steps(s2, ds) == [[[0, 1], [2, 3]], [[4, 5], [6, 7]], [[8, 9], []]]
+
+
+def test_auto_on_one_worker_without_files_uses_the_legacy_split(s2, s3):
+    ds = Dataset.range(10).batch(4)
+    assert steps(s3, ds) == [[[0, 1], [2, 3], []], [[4, 5], [6, 7], []], [[8], [9], []]]
+    assert steps(s2, ds) == [[[0, 1], [2, 3]], [[4, 5], [6, 7]], [[8], [9]]]
+
+
+def test_a_file_pipeline_keeps_the_balanced_split(s3, tmp_path):
+    path = str(tmp_path / "r.tfrecord")
+    with TFRecordWriter(path) as w:
+        for i in range(10):
+            w.write(bytes([i]))
+    ds = TFRecordDataset(path).batch(4).map(lambda b: np.frombuffer(b"".join(b), np.uint8).astype(np.int64))
+    assert steps(s3, ds) == [[[0, 1], [2], [3]], [[4, 5], [6], [7]], [[8, 9], [], []]]
+
+
+def test_split_balanced_option_always_balances(s3):
+    ds = Dataset.range(10).batch(4)
+    assert steps(s3, ds, jd.InputOptions(split="balanced")) == [[[0, 1], [2], [3]], [[4, 5], [6], [7]],
+                                                                 [[8, 9], [], []]]
+
+
+def test_tiny_dataset_gives_one_step_with_empty_replicas(s3):
+    assert steps(s3, off(Dataset.range(1).batch(4))) == [[[0], [], []]]
+
+
+def test_unbatched_scalars_are_a_clear_error(s3):
+    with pytest.raises(ValueError, match="call batch"):
+        s3.experimental_distribute_dataset(Dataset.range(4))
+
+
+def test_unknown_batch_size_uses_the_legacy_split(s3):
+    ds = off(Dataset.range(9).batch(3).unbatch().batch(3).filter(lambda b: True))
+    got = steps(s3, ds)
+    assert got[0] == [[0], [1], [2]]
+
+
+def test_element_spec_is_static_only_when_every_replica_size_is(s2, s3):
+    even = s2.experimental_distribute_dataset(off(Dataset.range(8).batch(4, drop_remainder=True)))
+    assert even.element_spec.shape == (2,)
+    assert s3.experimental_distribute_dataset(off(Dataset.range(8).batch(4))).element_spec.shape == (None,)
+
+
+def test_batches_arrive_as_arrays_sharded_over_the_replicas(s2):
+    step = next(iter(s2.experimental_distribute_dataset(off(Dataset.range(8).batch(4)))))
+    arr = step.arrays
+    assert isinstance(arr, jax.Array) and arr.shape == (4,)
+    assert arr.sharding.spec == jax.sharding.PartitionSpec("replica")
+    assert [d.id for d in arr.sharding.device_set] == [0, 1] or {d.id for d in arr.sharding.device_set} == {0, 1}
+
+
+def test_fetch_to_device_false_keeps_host_batches(s2):
+    dd = s2.experimental_distribute_dataset(off(Dataset.range(8).batch(4)),
+                                            jd.InputOptions(experimental_fetch_to_device=False))
+    step = next(iter(dd))
+    assert isinstance(step.arrays, np.ndarray)
+    assert [v.tolist() for v in s2.experimental_local_results(step)] == [[0, 1], [2, 3]]
+
+
+# ------------------------------------------------------------------ ragged steps in run
+def test_ragged_step_pads_and_exposes_the_true_sizes_in_run(s3):
+    ds = off(Dataset.from_tensor_slices(np.arange(1, 11, dtype=np.float32)).batch(4))
+    last = list(s3.experimental_distribute_dataset(ds))[-1]  # [9, 10], [], []
+    assert last.sizes.tolist() == [2, 0, 0]
+
+    def fn(x):
+        ctx = jd.get_replica_context()
+        return ctx.all_reduce("SUM", (x * ctx.example_mask(x.shape[0])).sum()), ctx.num_examples
+
+    total, n = s3.run(fn, args=(last,))
+    assert float(s3.experimental_local_results(total)[1]) == 19.0
+    assert [int(v) for v in s3.experimental_local_results(n)] == [2, 0, 0]
+    assert float(s3.reduce("MEAN", last, axis=0)) == 9.5
+
+
+def test_every_batch_is_used_once_over_an_epoch(s3):
+    ds = Dataset.range(23).batch(5)
+    seen = sorted(x for step in steps(s3, ds) for part in step for x in part)
+    assert seen == list(range(23))
+
+
+# ------------------------------------------------------------------ distribute_datasets_from_function
+def test_from_function_takes_per_replica_batches_without_rebatching(s3):
+    contexts = []
+
+    def fn(ctx):
+        contexts.append((ctx.num_input_pipelines, ctx.input_pipeline_id, ctx.num_replicas_in_sync))
+        return Dataset.range(7).batch(2)
+
+    dd = s3.distribute_datasets_from_function(fn)
+    got = [[np.asarray(v).tolist() for v in s3.experimental_local_results(s)] for s in dd]
+    assert contexts == [(1, 0, 3)]
+    assert got == [[[0, 1], [2, 3], [4, 5]], [[6], [], []]]
+
+
+def test_old_name_of_from_function_still_works(s2):
+    dd = s2.experimental_distribute_datasets_from_function(lambda ctx: Dataset.range(4).batch(1))
+    assert len(list(dd)) == 2
+
+
+def test_per_replica_mode_gives_each_replica_its_own_copy(s2):
+    dd = s2.distribute_datasets_from_function(
+        lambda ctx: Dataset.range(4).batch(2),
+        jd.InputOptions(experimental_replication_mode=jd.InputReplicationMode.PER_REPLICA))
+    got = [[np.asarray(v).tolist() for v in s2.experimental_local_results(s)] for s in dd]
+    assert got == [[[0, 1], [0, 1]], [[2, 3], [2, 3]]]
+
+
+def test_dataset_fn_returning_a_non_dataset_is_a_type_error(s2):
+    with pytest.raises(TypeError, match="must return a Dataset, got list"):
+        s2.distribute_datasets_from_function(lambda ctx: [1, 2])
+
+
+def test_input_context_defaults_and_per_replica_batch_size():
+    ctx = jd.InputContext()
+    assert (ctx.num_input_pipelines, ctx.input_pipeline_id, ctx.num_replicas_in_sync) == (1, 0, 1)
+    assert jd.InputContext(1, 0, 4).get_per_replica_batch_size(8) == 2
+    with pytest.raises(ValueError, match="The `global_batch_size` 10 is not divisible by `num_replicas_in_sync` 4"):
+        jd.InputContext(1, 0, 4).get_per_replica_batch_size(10)
+
+
+# ------------------------------------------------------------------ iterator protocol and state
+def test_get_next_raises_out_of_range_and_optional_is_empty_at_the_end(s2):
+    from jaxfeed.pipeline.errors import OutOfRangeError
+
+    it = iter(s2.experimental_distribute_dataset(off(Dataset.range(4).batch(4))))
+    it.get_next()
+    assert not it.get_next_as_optional().has_value()
+    with pytest.raises(OutOfRangeError):
+        it.get_next()
+
+
+@pytest.mark.parametrize("buffer", [0, 2])
+def test_state_restores_exactly_at_every_step_despite_device_prefetch(s3, buffer):
+    ds = Dataset.range(40).shuffle(40, seed=3).batch(4)
+    options = jd.InputOptions(experimental_per_replica_buffer_size=buffer)
+    dd = s3.experimental_distribute_dataset(ds, options)
+
+    def rows(step):
+        return [np.asarray(v).tolist() for v in s3.experimental_local_results(step)]
+
+    full = [rows(s) for s in dd]
+    for k in range(len(full) + 1):
+        it = iter(s3.experimental_distribute_dataset(ds, options))  # epoch 0 again
+        for _ in range(k):
+            next(it)
+        state = it.get_state()
+        it.close()
+        fresh = iter(s3.experimental_distribute_dataset(ds, options))
+        fresh.set_state(state)
+        assert [rows(s) for s in fresh] == full[k:]
+
+
+def test_state_has_the_documented_shape(s2):
+    it = iter(s2.experimental_distribute_dataset(Dataset.range(8).batch(2)))
+    next(it)
+    state = it.get_state()
+    assert set(state) >= {"version", "workers", "buffered", "step"}
+    assert state["step"] == 1 and len(state["workers"]) == 1
+
+
+def test_errors_in_the_pipeline_reach_the_caller_at_their_step(s2):
+    def boom(x):
+        if x == 5:
+            raise ValueError("bad element 5")
+        return x
+
+    it = iter(s2.experimental_distribute_dataset(off(Dataset.range(8).map(boom).batch(2))))
+    next(it), next(it)
+    with pytest.raises(ValueError, match="bad element 5"):
+        next(it)
