@@ -1,4 +1,4 @@
-"""Sequential ``interleave``: tf.data's slot model [reference 3.4], on the consumer's thread.
+"""``interleave``: tf.data's slot model [reference 3.4], shared by the sequential and parallel iterators.
 
 ``cycle`` slots start empty; ``c`` is the current slot and ``b`` counts the elements taken from it in this
 visit. At slot ``c``: an open inner iterator gives up to ``block_length - b`` elements (the visit ends
@@ -6,72 +6,194 @@ when ``b`` reaches ``block_length``); an exhausted one is closed and the cycle m
 slot takes the next input element and opens ``map_func(element)`` there without moving on, or -- once the
 input is exhausted -- the cycle moves on. A ``map_func`` that raises counts as a slot that opened and
 ended at once (the error, then the cycle moves on); an input error leaves the slot empty and the cycle
-where it is (the next visit reads the input again), as tf.data does.
+where it is (the next visit reads the input again); an inner iterator's error takes its place without
+counting in the block.
 
-State: the input's state, ``c``, ``b`` and, per open slot, the input element and its position (the
-inner dataset is rebuilt from them on restore) and the inner iterator's state.
+Each slot reads its inner iterator ahead in blocks into a buffer (elements and ``Failure``s in order).
+When every slot holds at least ``block_length`` elements per round, whole rounds are woven with list
+slicing instead of element by element. The sequential iterator reads a slot when the cycle reaches it and
+its buffer is empty; the parallel one (``parallel_interleave.py``) has worker threads read ahead.
+
+State: the input's state, ``c``, ``b`` and, per slot, the input element and its position (the inner
+dataset is rebuilt from them on restore), the inner iterator's state and the buffered elements.
 """
 
 from __future__ import annotations
+
+import contextlib
+import itertools
 
 from .base import Iterator
 from .blocks import Failure
 from .flat_map import open_inner
 
+READ_AHEAD = 64  # elements per read of an inner iterator, at least
 
-class InterleaveIterator(Iterator):
+
+class Slot:
+    """One inner dataset: made from the input element at ``position``, read ahead into ``buffer``."""
+
+    __slots__ = ("element", "position", "iterator", "restore", "buffer", "failures", "ended", "busy",
+                 "input_error")
+
+    def __init__(self, element, position):
+        self.element = element
+        self.position = position
+        self.iterator = None  # opened by the first read
+        self.restore = None  # the inner state to restore when it opens (after set_state)
+        self.buffer: list = []  # elements and Failures, in order
+        self.failures = 0  # Failures in the buffer
+        self.ended = False  # nothing more will come: exhausted, or failed to open
+        self.busy = False  # (parallel) a read task is queued or running
+        self.input_error = None  # (parallel) this slot stands for an error of the input, in its place
+
+    def read(self, node, ctx, size: int):
+        """One read, outside any lock: ``(items, ended)``; opens the inner iterator first if needed."""
+        try:
+            if self.iterator is None:
+                self.iterator = open_inner(node, ctx, self.element, self.position, "interleave")
+                if self.restore is not None:
+                    self.iterator.set_state(self.restore)
+                    self.restore = None
+            block = self.iterator.next_many(size)
+        except BaseException as e:  # noqa: BLE001 - delivered in place; never leave a consumer waiting
+            return [Failure(e)], self.iterator is None  # a slot that failed to open ends after its error
+        if block:
+            return block, False
+        self.close()
+        return [], True
+
+    def add(self, items: list, ended: bool) -> None:
+        self.buffer.extend(items)
+        if items and type(items[0]) is Failure:
+            self.failures += 1
+        self.ended = ended
+
+    def close(self):
+        if self.iterator is not None:
+            self.iterator.close()
+            self.iterator = None
+
+    def state(self) -> dict:
+        inner = self.iterator.get_state() if self.iterator is not None else self.restore
+        return {"element": self.element, "position": self.position, "inner": inner,
+                "buffer": list(self.buffer), "ended": self.ended,
+                "input_error": None if self.input_error is None else Failure(self.input_error)}
+
+    @classmethod
+    def restored(cls, saved: dict) -> "Slot":
+        slot = cls(saved["element"], saved["position"])
+        slot.restore = saved["inner"]
+        slot.buffer = list(saved["buffer"])
+        slot.failures = sum(type(x) is Failure for x in slot.buffer)
+        slot.ended = bool(saved["ended"])
+        slot.input_error = None if saved["input_error"] is None else saved["input_error"].error
+        return slot
+
+
+class SlotCycle(Iterator):
+    """The consumer side of the slot model; subclasses say how an empty slot is filled and how a slot
+    gets data (``_refill_slot``, ``_await``)."""
+
     def __init__(self, node, ctx):
         super().__init__(node, ctx)
         self.input = ctx.build(node.inputs[0])
         self._cycle = node.cycle
         self._block_length = node.block_length
-        self._slots: list = [None] * self._cycle  # None or [element, position, inner iterator]
+        self._read = max(node.block_length, READ_AHEAD)
+        self._slots: list = [None] * self._cycle
         self._c = 0
         self._b = 0
         self._position = 0  # input elements consumed
         self._input_done = False
+        self._lock = contextlib.nullcontext()  # the parallel iterator guards buffers with a real lock
 
+    # ------------------------------------------------------------------ hooks
+    def _refill_slot(self):
+        """A new slot for the empty current one; None when the input is exhausted. May raise an input error
+        (in its place: the slot stays empty and the cycle stays)."""
+        raise NotImplementedError
+
+    def _await(self, slot: Slot, have_output: bool) -> bool:
+        """Make ``slot.buffer`` non-empty or ``slot.ended`` (lock held); False: return what we have now."""
+        raise NotImplementedError
+
+    def _consumed(self, slot: Slot) -> None:
+        """Elements left ``slot.buffer`` (lock held)."""
+
+    # ------------------------------------------------------------------ consumer
     def _advance(self):
         self._b = 0
         self._c = (self._c + 1) % self._cycle
 
+    def _weave(self, out: list, want: int) -> None:
+        """Whole rounds over all slots at once, when every slot has buffered enough (lock held)."""
+        B, C = self._block_length, self._cycle
+        rounds = want // (B * C)
+        if self._b or not rounds:
+            return
+        order = self._slots[self._c:] + self._slots[:self._c]
+        for slot in order:
+            if slot is None:
+                return
+            buf = slot.buffer
+            rounds = min(rounds, len(buf) // B)
+            if not rounds or slot.failures:  # failures go through the element-by-element path
+                return
+        n = rounds * B
+        if B == 1:
+            out.extend(itertools.chain.from_iterable(zip(*(slot.buffer[:n] for slot in order))))
+        else:
+            for j in range(0, n, B):
+                for slot in order:
+                    out.extend(slot.buffer[j:j + B])
+        for slot in order:
+            del slot.buffer[:n]
+            self._consumed(slot)
+
     def _next_many(self, n):
         out: list = []
-        slots = self._slots
         try:
             while len(out) < n:
-                slot = slots[self._c]
+                slot = self._slots[self._c]
                 if slot is None:
-                    if self._input_done:
-                        if not any(slots):
+                    slot = self._refill_slot()
+                    if slot is not None:
+                        self._slots[self._c] = slot
+                        continue
+                    if not any(self._slots):
+                        break
+                    self._advance()
+                    continue
+                with self._lock:
+                    if not slot.buffer and not slot.ended and not self._await(slot, bool(out)):
+                        break
+                    if slot is not self._slots[self._c]:  # deterministic=False switched slots
+                        continue
+                    buf = slot.buffer
+                    if not buf:  # ended
+                        slot.close()
+                        self._slots[self._c] = None
+                        self._advance()
+                        continue
+                    if type(buf[0]) is Failure:
+                        if out:
                             break
+                        failure = buf.pop(0)
+                        slot.failures -= 1
+                        self._consumed(slot)
+                        raise failure.error
+                    k = min(n - len(out), self._block_length - self._b, len(buf))
+                    if slot.failures:
+                        k = next((j for j in range(k) if type(buf[j]) is Failure), k)
+                    out.extend(buf[:k])
+                    del buf[:k]
+                    self._b += k
+                    if self._b == self._block_length:
                         self._advance()
-                        continue
-                    try:
-                        element = self.input.next()
-                    except StopIteration:
-                        self._input_done = True
-                        continue
-                    position = self._position
-                    self._position += 1
-                    try:
-                        inner = open_inner(self.node, self.ctx, element, position, "interleave")
-                    except Exception:
-                        self._advance()
-                        raise
-                    slots[self._c] = [element, position, inner]
-                    continue
-                got = slot[2].next_many(min(n - len(out), self._block_length - self._b))
-                if not got:
-                    slot[2].close()
-                    slots[self._c] = None
-                    self._advance()
-                    continue
-                out.extend(got)
-                self._b += len(got)
-                if self._b == self._block_length:
-                    self._advance()
-        except Exception as e:  # noqa: BLE001 - delivered after the elements before it
+                        self._weave(out, n - len(out))
+                    self._consumed(slot)
+        except Exception as e:  # noqa: BLE001 - an input error, delivered after the elements before it
             if not out:
                 raise
             self._deferred = e
@@ -83,28 +205,44 @@ class InterleaveIterator(Iterator):
             raise StopIteration
         return out[0]
 
+    # ------------------------------------------------------------------ state
+    def _open_slots(self) -> list:
+        return [s for s in self._slots if s is not None]
+
     def children(self):
-        return [self.input] + [slot[2] for slot in self._slots if slot is not None]
+        return [self.input] + [s.iterator for s in self._open_slots() if s.iterator is not None]
 
     def get_state(self):
-        slots = [None if s is None else {"element": s[0], "position": s[1], "inner": s[2].get_state()}
-                 for s in self._slots]
         return {"input": self.input.get_state(), "c": self._c, "b": self._b, "position": self._position,
-                "input_done": self._input_done, "slots": slots,
+                "input_done": self._input_done, "slots": [None if s is None else s.state() for s in self._slots],
                 "deferred": None if self._deferred is None else Failure(self._deferred)}
 
     def set_state(self, state):
-        for slot in self._slots:
-            if slot is not None:
-                slot[2].close()
+        for slot in self._open_slots():
+            slot.close()
         self.input.set_state(state["input"])
         self._c, self._b = int(state["c"]), int(state["b"])
         self._position = int(state["position"])
         self._input_done = bool(state["input_done"])
+        self._slots = [None if s is None else Slot.restored(s) for s in state["slots"]]
         self._deferred = None if state["deferred"] is None else state["deferred"].error
-        self._slots = [None] * self._cycle
-        for i, saved in enumerate(state["slots"]):
-            if saved is not None:
-                inner = open_inner(self.node, self.ctx, saved["element"], saved["position"], "interleave")
-                inner.set_state(saved["inner"])
-                self._slots[i] = [saved["element"], saved["position"], inner]
+
+
+class InterleaveIterator(SlotCycle):
+    """Sequential: an empty slot takes the next input element when the cycle reaches it; a slot's inner
+    iterator is read (a block at a time) when its buffer is empty."""
+
+    def _refill_slot(self):
+        if self._input_done:
+            return None
+        try:
+            element = self.input.next()
+        except StopIteration:
+            self._input_done = True
+            return None
+        self._position += 1
+        return Slot(element, self._position - 1)
+
+    def _await(self, slot, have_output):
+        slot.add(*slot.read(self.node, self.ctx, self._read))
+        return True
