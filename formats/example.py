@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from typing import NamedTuple
 
 import numpy as np
@@ -168,23 +169,30 @@ def _decode(message, records: list, what: str) -> list:
         raise
 
 
+def _which(f):
+    return None if f is None else f.WhichOneof("kind")
+
+
 def _lists(maps: list, name: str, kind: str, what: str) -> list:
-    """Each record's value container for feature ``name`` (None where missing), type-checked."""
-    out = []
-    for i, fmap in enumerate(maps):
-        if name not in fmap:
-            out.append(None)
-            continue
-        f = fmap[name]
-        which = f.WhichOneof("kind")
-        if which is None:
-            out.append(())
-        elif which != kind:
+    """Each record's value container for feature ``name`` (None where missing), type-checked.
+
+    Three passes over the records, each a comprehension or a ``map`` of a C method (the map lookup, the
+    oneof check, the value attribute): about 3x cheaper than one Python loop body per record."""
+    feats = [fmap.get(name) for fmap in maps]
+    kinds = list(map(_which, feats))
+    seen = set(kinds)
+    if seen == {kind}:  # the common case: present everywhere, with the right type
+        return list(map(_VALUES[kind], feats))
+    for i, which in enumerate(kinds):
+        if which is not None and which != kind:
             raise InvalidArgumentError(f"{what}: feature '{name}' of record {i} holds {which}, but the spec asks "
                                        f"for {kind}.", what)
-        else:
-            out.append(getattr(f, kind).value)
-    return out
+    get = _VALUES[kind]
+    # missing -> None; present without a kind (an empty Feature) -> no values
+    return [None if f is None else (() if k is None else get(f)) for f, k in zip(feats, kinds)]
+
+
+_VALUES = {k: operator.attrgetter(f"{k}.value") for k in ("int64_list", "float_list", "bytes_list")}
 
 
 def _assemble(chunks, total: int, dtype: np.dtype) -> np.ndarray:
