@@ -136,6 +136,50 @@ def test_parallel_interleave_order_matches_sequential_on_random_configurations()
         assert par == seq, (sizes, cycle, block)
 
 
+def slot_model(sizes, cycle, block):
+    """[3.4] written out plainly: input i opens a dataset of sizes[i] elements (i * 1000 + j)."""
+    inputs, slots, c, b, done, out = iter(range(len(sizes))), [None] * cycle, 0, 0, False, []
+    while not done or any(s is not None for s in slots):
+        if slots[c] is None:
+            if not done:
+                i = next(inputs, None)
+                if i is not None:
+                    slots[c] = iter([i * 1000 + j for j in range(sizes[i])])
+                    continue
+                done = True
+            c, b = (c + 1) % cycle, 0
+            continue
+        x = next(slots[c], None)
+        if x is None:
+            slots[c], c, b = None, (c + 1) % cycle, 0
+            continue
+        out.append(x)
+        b += 1
+        if b == block:
+            c, b = (c + 1) % cycle, 0
+    return out
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_interleave_in_big_blocks_matches_the_slot_model(parallel):
+    # next_many with large n takes the woven path (whole rounds at once); small n the element path
+    rng = np.random.default_rng(1)
+    for _ in range(12):
+        sizes = rng.integers(0, 300, size=int(rng.integers(1, 10))).tolist()
+        cycle, block = int(rng.integers(1, 5)), int(rng.integers(1, 5))
+        kwargs = dict(num_parallel_calls=cycle) if parallel else {}
+        ds = Dataset.from_tensor_slices(np.array(sizes, dtype=np.int64)).enumerate().interleave(
+            lambda i, n: Dataset.range(n).map(lambda j: i * 1000 + j), cycle_length=cycle, block_length=block,
+            **kwargs)
+        it, out = iter(ds), []
+        while True:
+            got = it.next_many(int(rng.choice([1, 7, 64, 1000])))
+            if not got:
+                break
+            out.extend(int(x) for x in got)
+        assert out == slot_model(sizes, cycle, block), (sizes, cycle, block)
+
+
 def test_nondeterministic_parallel_interleave_keeps_the_multiset():
     ds = Dataset.range(1, 9).interleave(repeated, cycle_length=3, num_parallel_calls=3, deterministic=False)
     assert sorted(values(ds)) == sorted(x for x in range(1, 9) for _ in range(x))
