@@ -31,6 +31,7 @@ from . import fs
 from .reader import FileReaderNode, FileRecordsIterator, filenames_node
 
 _CACHE_UNITS = 2
+_OPEN_FILES = 8
 
 
 def to_numpy_columns(table) -> dict:
@@ -113,9 +114,13 @@ class ArrowReader(FileReaderNode):
 
     # ------------------------------------------------------------------ metadata
     def open(self, url: str) -> _File:
-        f = self._open.get(url)
+        """The open file (a few stay open: consecutive units usually come from the same file)."""
+        f = self._open.pop(url, None)
         if f is None:
-            f = self._open[url] = _File(url, self.format, self.columns)
+            f = _File(url, self.format, self.columns)
+            while len(self._open) >= _OPEN_FILES:
+                self._open.pop(next(iter(self._open))).close()
+        self._open[url] = f  # most recently used last
         return f
 
     def units(self) -> list:
@@ -144,11 +149,16 @@ class ArrowReader(FileReaderNode):
 
     def compute_spec(self):
         names = self.files()
-        schema = None
-        if names:
-            schema = self.open(names[0]).schema
-        if schema is None:
+        if names is None:  # a run-time file list: look at its first file
+            from jaxfeed.pipeline.nodes.common import sample_element
+
+            try:
+                names = [fs.as_path(sample_element(self.inputs[0]))]
+            except StopIteration:
+                names = []
+        if not names:
             return {}
+        schema = self.open(names[0]).schema
         fields = [schema.field(c) for c in (self.columns or schema.names)]
         shape = () if self.batch_size is None else (None,)
         return {f.name: structure.TensorSpec(shape, _numpy_dtype(f.type)) for f in fields}

@@ -91,3 +91,19 @@ def test_arrow_formats_read_rows(tmp_path, writer):
     assert [r["id"] for r in ds] == list(range(N)) and len(ds.units()) == 4
     assert list(ds)[3]["name"] == b"n3"
     assert_resumes_everywhere(lambda: ArrowDataset(path).batch(7))
+
+
+def test_element_spec_of_a_run_time_file_list_comes_from_its_first_file(parquet_files):
+    names = Dataset.from_tensor_slices(parquet_files).map(lambda f: f)
+    spec = ParquetDataset(names, columns=["id", "name"]).element_spec
+    assert set(spec) == {"id", "name"} and spec["id"].dtype == np.int64
+
+
+def test_many_files_do_not_stay_open(tmp_path):
+    names = []
+    for k in range(20):
+        names.append(str(tmp_path / f"s{k}.parquet"))
+        pq.write_table(pa.table({"v": [k]}), names[-1])
+    ds = ParquetDataset(names)
+    assert [r["v"] for r in ds] == list(range(20))
+    assert len(ds._node._open) <= 8

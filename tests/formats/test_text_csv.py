@@ -93,3 +93,20 @@ def test_csv_resumes_at_every_row(tmp_path):
 def test_csv_element_spec(tmp_path):
     ds = CsvDataset(write(tmp_path, "c.csv", CSV), [np.int64, 0.0, ""], header=True)
     assert [s.dtype for s in ds.element_spec] == [np.int64, np.float32, object]
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"").replace(b"\r", b"")), max_size=20),
+       st.booleans(), st.integers(1, 64))
+def test_random_lines_round_trip(tmp_path_factory, lines, final_newline, buffer_size):
+    data = b"\n".join(lines) + (b"\n" if final_newline and lines else b"")
+    path = tmp_path_factory.mktemp("lines") / "t.txt"
+    path.write_bytes(data)
+    expected = lines if (final_newline or not lines or lines[-1] != b"") else lines[:-1]
+    if not final_newline and lines == [b""]:
+        expected = []
+    assert list(TextLineDataset(str(path), buffer_size=buffer_size)) == expected
