@@ -124,6 +124,20 @@ def test_padded_batch_over_index_stream_pads_the_gathered_block():
     assert values(ds) == [[[0, 1, -1], [2, 3, -1]], [[4, 5, -1]]]
 
 
+@settings(max_examples=50, deadline=None)
+@given(lengths=st.lists(st.integers(0, 6), min_size=1, max_size=12), size=st.integers(1, 5),
+       fixed=st.one_of(st.none(), st.just(6)))
+def test_padded_batch_equals_padding_each_batch_by_hand(lengths, size, fixed):
+    ds = sequence_slices(lengths).padded_batch(size, padded_shapes=None if fixed is None else [fixed],
+                                               padding_values=np.int64(-7))
+    expected = []
+    for i in range(0, len(lengths), size):
+        chunk = lengths[i:i + size]
+        width = fixed if fixed is not None else max(chunk)
+        expected.append([list(range(k)) + [-7] * (width - k) for k in chunk])
+    assert values(ds) == expected
+
+
 def test_padded_batch_resumes_everywhere():
     assert_resumes_everywhere(lambda: sequences(7).padded_batch(3, padded_shapes=[None]))
 
