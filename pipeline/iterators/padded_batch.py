@@ -86,7 +86,7 @@ class PaddedBatchIterator(Iterator):
         return tuple(largest[d] if fixed is None else fixed for d, fixed in enumerate(plan.dims))
 
     def _pad_column(self, values, plan, first):
-        shapes = [np.shape(v) for v in values]
+        shapes = [v.shape if type(v) is np.ndarray else np.shape(v) for v in values]
         target = self._target(shapes, plan, first)
         v0 = values[0]
         dtype = structure.STRING if isinstance(v0, bytes) else np.asarray(v0).dtype
@@ -94,6 +94,10 @@ class PaddedBatchIterator(Iterator):
             return structure.stack(values, what=f"batch ({self._label})")
         pad = plan.value if plan.value is not None else default_padding(dtype)
         out = np.full((len(values),) + target, pad, dtype=dtype)
+        if len(target) == 1:  # sequences: one masked assignment instead of a copy per element
+            lengths = np.fromiter((s[0] for s in shapes), dtype=np.intp, count=len(shapes))
+            out[np.arange(target[0]) < lengths[:, None]] = np.concatenate(values)
+            return out
         for i, (v, s) in enumerate(zip(values, shapes)):
             out[(i,) + tuple(slice(0, d) for d in s)] = v
         return out

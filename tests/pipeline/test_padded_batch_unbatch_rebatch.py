@@ -66,6 +66,11 @@ def test_padded_batch_dict_structure_with_scalars_and_padding_values():
     assert batch["len"].tolist() == [1, 2, 3]
 
 
+def test_padded_batch_pads_every_dimension_of_matrices():
+    ds = Dataset.range(1, 3).map(lambda k: np.ones((k, 3 - k), np.int16)).padded_batch(2)
+    assert values(ds) == [[[[1, 1], [0, 0]], [[1, 0], [1, 0]]]]
+
+
 def test_padded_batch_element_larger_than_fixed_shape_fails_at_that_batch():  # 2.2: earlier batches delivered
     it = iter(sequences(6).padded_batch(2, padded_shapes=[3]))
     assert np.asarray(next(it)).shape == (2, 3)
