@@ -137,3 +137,14 @@ def test_builders_round_trip_sequence_examples():
     assert context["n"] == 2 and seqs["x"].tolist() == [1.0, 2.0]
     assert Example.FromString(make_example({"e": []}).SerializeToString()).features.feature["e"].WhichOneof(
         "kind") == "int64_list"
+
+
+def test_parse_after_batch_keeps_varlen_values_and_resumes(data_dir):
+    from jaxfeed.pipeline.testing import assert_resumes_everywhere
+
+    names = [str(data_dir / "examples-0.tfrecord"), str(data_dir / "examples-1.tfrecord")]
+    spec = {"id": FixedLenFeature([], np.int64), "tokens": VarLenFeature(np.int64)}
+    ds = TFRecordDataset(names).batch(10).map(lambda b: parse_example(b, spec))
+    batches = assert_resumes_everywhere(lambda: ds)
+    assert isinstance(batches[0]["tokens"], VarLenValue) and batches[0]["tokens"].row_splits[0] == 0
+    assert np.concatenate([b["id"] for b in batches]).tolist() == list(range(64))

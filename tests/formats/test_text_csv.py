@@ -110,3 +110,17 @@ def test_random_lines_round_trip(tmp_path_factory, lines, final_newline, buffer_
     if not final_newline and lines == [b""]:
         expected = []
     assert list(TextLineDataset(str(path), buffer_size=buffer_size)) == expected
+
+
+def test_text_num_parallel_reads_takes_one_line_from_each_file_in_turn(tmp_path):
+    a = write(tmp_path, "a.txt", b"a0\na1\na2\n")
+    b = write(tmp_path, "b.txt", b"b0\n")
+    assert list(TextLineDataset([a, b], num_parallel_reads=2)) == [b"a0", b"b0", b"a1", b"a2"]
+
+
+def test_csv_from_memory_filesystem():
+    import fsspec
+
+    with fsspec.open("memory://jaxfeed-csv/c.csv", "wb") as f:
+        f.write(CSV)
+    assert len(list(CsvDataset("memory://jaxfeed-csv/c.csv", [0, 0.0, ""], header=True))) == 3
