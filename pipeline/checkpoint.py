@@ -101,12 +101,21 @@ class _Writer:
             return {_TAG: "failure", "module": type(e).__module__, "name": type(e).__qualname__,
                     "message": str(e), "notes": list(getattr(e, "__notes__", None) or [])}
         if hasattr(v, "_node"):
-            raise InvalidArgumentError(f"Cannot serialise iterator state: {path} holds a Dataset (a window "
-                                       "or nested dataset element); this state cannot be written to a file.",
-                                       "checkpoint.serialize")
+            return self._dataset(v, path)
         raise InvalidArgumentError(f"Cannot serialise iterator state: {path} holds a {t.__module__}."
                                    f"{t.__qualname__}, which is not a state value (Python scalars, lists, "
                                    "tuples, dicts, numpy values, bytes).", "checkpoint.serialize")
+
+    def _dataset(self, ds, path: str) -> dict:
+        """A dataset held as an element (a window, a group): only in-memory ones, stored by their data."""
+        node = ds._node
+        if node.kind in ("TensorSlices", "Tensors") and not node.inputs:
+            return {_TAG: "dataset", "kind": node.kind, "data": self.encode(node.data, f"{path}.data")}
+        if node.kind == "Elements" and not node.inputs:
+            return {_TAG: "dataset", "kind": "Elements", "data": self.encode(list(node.elements), f"{path}.data")}
+        raise InvalidArgumentError(f"Cannot serialise iterator state: {path} holds a Dataset built by "
+                                   f"{node.label()}; only in-memory datasets (windows, groups) can be saved "
+                                   "as elements.", "checkpoint.serialize")
 
     def _array(self, a: np.ndarray, path: str) -> dict:
         if a.dtype == object:
@@ -210,6 +219,8 @@ class _Reader:
             return out
         if tag == "failure":
             return Failure(_rebuild_error(v))
+        if tag == "dataset":
+            return _rebuild_dataset(v["kind"], self.decode(v["data"]))
         raise InvalidArgumentError(f"Iterator state holds an unknown value tag {tag!r}; it was written by a "
                                    "newer jaxfeed.", "checkpoint.deserialize")
 
@@ -222,6 +233,21 @@ class _Reader:
             raise DataLossError(f"Iterator state array of shape {shape} and dtype {dtype} has {len(data)} bytes, "
                                 f"expected {expected}.", "checkpoint.deserialize")
         return np.frombuffer(data, dtype=dtype).reshape(shape).copy()
+
+
+def _rebuild_dataset(kind: str, data):
+    from .dataset import Dataset
+    from .nodes.tensor_slices import Tensors, TensorSlices
+
+    if kind == "TensorSlices":
+        return Dataset(TensorSlices(data))
+    if kind == "Tensors":
+        return Dataset(Tensors(data))
+    if kind == "Elements":
+        from .nodes.elements import Elements
+
+        return Dataset(Elements(data))
+    raise InvalidArgumentError(f"Iterator state holds a dataset of unknown kind {kind!r}.", "checkpoint.deserialize")
 
 
 def _hashable(k):
@@ -460,8 +486,11 @@ def describe_difference(saved, root) -> str:
             return f"first differing node: node {i} from the sources, saved {label} vs now {b[1]}"
     if len(saved) != len(current):
         k = min(len(saved), len(current))
-        extra = (f"saved {saved[k][1] if isinstance(saved[k], (list, tuple)) else saved[k]!r} is missing now"
-                 if len(saved) > k else f"now {current[k][1]} was not in the saved pipeline")
+        if len(saved) > k:
+            label = saved[k][1] if isinstance(saved[k], (list, tuple)) and len(saved[k]) == 2 else repr(saved[k])
+            extra = f"saved {label} is missing now"
+        else:
+            extra = f"now {current[k][1]} was not in the saved pipeline"
         return (f"first differing node: node {k} from the sources ({extra}; the saved pipeline has {len(saved)} "
                 f"nodes, this one {len(current)})")
     return "the nodes match but the graph fingerprint differs"

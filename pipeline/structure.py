@@ -350,10 +350,16 @@ def _stack_leaf(values, leaf_index, what):
         return out
     if isinstance(v0, bytes) or (isinstance(v0, np.ndarray) and v0.dtype == object):
         out = np.empty((len(values),) + np.shape(v0), dtype=object)
+        shape0 = np.shape(v0)
         for i, v in enumerate(values):
+            if np.shape(v) != shape0:  # assigning would broadcast (1,) into (3,) silently
+                break
             out[i] = v
-        return out
+        else:
+            return out
     try:
+        if isinstance(v0, bytes) or (isinstance(v0, np.ndarray) and v0.dtype == object):
+            raise ValueError("shapes differ")
         return np.stack(values) if isinstance(v0, np.ndarray) else np.array(values)
     except ValueError:
         shapes = [np.shape(v) for v in values]
