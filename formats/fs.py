@@ -201,7 +201,10 @@ def glob(patterns) -> list[str]:
     for pattern in patterns:
         pattern = as_path(pattern)
         fs, path = fsspec.core.url_to_fs(pattern)
-        matches = fs.glob(path) if fs.isdir(path) is False or any(c in path for c in "*?[") else [path]
+        if any(c in path for c in "*?["):
+            matches = fs.glob(path)
+        else:
+            matches = [path] if fs.exists(path) else []
         matches = [m for m in matches if not fs.isdir(m)]
         if not matches:
             raise errors.InvalidArgumentError(f"No files matched pattern: {pattern}", "list_files")
