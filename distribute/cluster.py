@@ -161,3 +161,60 @@ class TFConfigClusterResolver:
 
     def __repr__(self):
         return f"TFConfigClusterResolver(task_type={self.task_type!r}, task_id={self.task_id!r}, {self._cluster!r})"
+
+
+def rendezvous(resolver: TFConfigClusterResolver, timeout: float) -> None:
+    """Check that every task of the collective group is up before JAX joins them (JAX aborts the process,
+    uncatchably, when a peer never arrives). Uses the TF_CONFIG addresses of the non-coordinator tasks:
+    each listens on its own address until the coordinator (the first task) has contacted it; the coordinator
+    contacts them all. Raises ``TimeoutError`` naming the task that did not show up."""
+    import socket
+    import time
+
+    tasks = resolver.collective_tasks()
+    me = resolver.process_id()
+    spec = resolver.cluster_spec()
+    deadline = time.monotonic() + timeout
+    if me == 0:
+        for t, i in tasks[1:]:
+            host, port = spec.task_address(t, i).rsplit(":", 1)
+            while True:
+                try:
+                    with socket.create_connection((host, int(port)), timeout=1.0) as s:
+                        s.sendall(b"jaxfeed-rendezvous\n")
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(
+                            f"MultiWorkerMirroredStrategy: task {t}:{i} at {host}:{port} did not come up within "
+                            f"{timeout:g}s (this is the coordinator, {tasks[0][0]}:{tasks[0][1]}); check that every "
+                            "task in TF_CONFIG was started.") from None
+                    time.sleep(0.1)
+        return
+    t, i = tasks[me]
+    host, port = spec.task_address(t, i).rsplit(":", 1)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as srv:
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            srv.bind((host, int(port)))
+        except OSError as e:
+            raise OSError(f"MultiWorkerMirroredStrategy: task {t}:{i} cannot listen on its TF_CONFIG address "
+                          f"{host}:{port}: {e}") from None
+        srv.listen(8)
+        while True:
+            srv.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                conn, _ = srv.accept()
+            except (socket.timeout, TimeoutError):
+                c = tasks[0]
+                raise TimeoutError(
+                    f"MultiWorkerMirroredStrategy: the coordinator task {c[0]}:{c[1]} at "
+                    f"{spec.task_address(*c)} did not contact task {t}:{i} within {timeout:g}s; check that every "
+                    "task in TF_CONFIG was started.") from None
+            with conn:
+                conn.settimeout(1.0)
+                try:
+                    if conn.recv(64).startswith(b"jaxfeed-rendezvous"):
+                        return
+                except OSError:
+                    pass

@@ -9,8 +9,9 @@ Replicas are all devices of all processes, in process order. Distributed dataset
 with the auto-shard policy, then split across each worker's local devices.
 
 Timeouts (what users see when a peer dies or never arrives):
-- ``initialization_timeout`` (default 60 s): a worker that never arrives makes ``MultiWorkerMirroredStrategy()``
-  raise ``TimeoutError`` on the others, naming the coordinator, the process count and this task.
+- ``initialization_timeout`` (default 60 s): before JAX joins the processes, the tasks meet on their TF_CONFIG
+  addresses (``cluster.rendezvous``); a task that never arrives makes ``MultiWorkerMirroredStrategy()`` raise
+  ``TimeoutError`` on the others, naming the missing task and its address.
 - ``step_timeout`` (default 60 s): distributed iterators agree on every step (whether any worker still has
   data, and every replica's batch size) through the coordination service; a worker that does not report
   within the timeout makes the others raise ``TimeoutError`` naming the worker and the step.
@@ -27,7 +28,7 @@ values, creating mirrored variables) raise ``RuntimeError``.
 
 from __future__ import annotations
 
-from .cluster import COLLECTIVE_TYPES, TFConfigClusterResolver
+from .cluster import COLLECTIVE_TYPES, TFConfigClusterResolver, rendezvous
 from .mirrored import MeshStrategy
 
 KV_PREFIX = "jaxfeed/distribute"
@@ -63,6 +64,7 @@ class MultiWorkerMirroredStrategy(MeshStrategy):
                                        "(before any jax.devices() call or array creation): jax.distributed."
                                        "initialize cannot join a running backend")
                 coordinator = r.coordinator_address()
+                rendezvous(r, initialization_timeout)  # a clear TimeoutError if a task never arrives
                 try:
                     jax.distributed.initialize(coordinator_address=coordinator, num_processes=self._num_workers,
                                                process_id=self._worker_index,
