@@ -199,3 +199,11 @@ def test_operation_without_deterministic_implementation_raises_unimplemented(on,
 def test_unimplemented_operation_declared_stateless_is_allowed(on):
     ds = Dataset.range(4).map(lambda x: (x, time.time())[0], stateful=False)
     assert [int(x) for x in ds] == [0, 1, 2, 3]
+
+
+def test_explain_decisions_lists_each_node_without_raising():
+    ds = Dataset.range(4).shuffle(4).map(lambda x: x + np.random.rand(), num_parallel_calls=2)
+    rows = determinism.rewriter.explain_decisions(ds)
+    assert [r["kind"] for r in rows] == ["Range", "Shuffle", "Map"]
+    assert rows[1]["random"] and not rows[1]["seeded"]
+    assert rows[2]["parallel"] and "numpy.random.rand" in rows[2]["stateful"]["map_func"]
