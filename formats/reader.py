@@ -132,6 +132,9 @@ class FileRecordsIterator(Iterator):
         while True:
             i = self._i
             if i < len(self._items):
+                if i == 0 and n >= len(self._items):  # the whole block: hand the list over, no copy
+                    out, self._items = self._items, []
+                    return out
                 out = self._items[i:i + n]
                 self._i = i + len(out)
                 return out
