@@ -40,7 +40,7 @@ class TFRecordIterator(FileRecordsIterator):
     def open_file(self, name, offset):
         node = self.node
         offset = offset or 0
-        # tf.data's buffer_size is its read buffer (256 KiB by default); we read 4 MiB blocks unless told
+        # tf.data's buffer_size is its read buffer (256 KiB by default); we read 2 MiB blocks unless told
         # otherwise, and never less than 64 KiB (per-block work would then dominate).
         block = node.buffer_size or tfrecord.BLOCK_SIZE
         stream = fs.open_stream(name, node.compression_type, offset)
