@@ -73,3 +73,7 @@ def test_jax_key_for_derives_from_the_global_seed():
     b = jax.random.key_data(determinism.jax_key_for("train_step"))
     c = jax.random.key_data(determinism.jax_key_for("dropout"))
     assert np.array_equal(a, b) and not np.array_equal(a, c)
+
+
+def test_restore_with_process_workers_gives_the_uninterrupted_result():
+    assert_resumes_everywhere(lambda: pipeline(2, executor="process", n=12), ks=[5])
