@@ -1,0 +1,166 @@
+"""Elastic resume: states of W workers, merged, continue on W' workers with exactly the elements not yet
+consumed globally; each new worker j yields remaining[j::W'] in the global dataset's order."""
+
+import collections
+
+import numpy as np
+import pytest
+
+from jaxfeed.pipeline import Dataset, checkpoint, elastic, errors
+
+
+def square(x):
+    return x * x
+
+
+def is_kept(x):
+    return x % 5 != 0
+
+
+def global_ds():
+    return Dataset.range(60).shuffle(16, seed=3).map(square)
+
+
+def rows(element):
+    """The shard elements in one delivered element (a batch holds several)."""
+    arr = np.asarray(element)
+    return [int(v) for v in arr.reshape(-1)] if arr.ndim else [int(arr)]
+
+
+def run_job(make_global, num_workers, steps, tail=None, previous=None):
+    """Each worker reads steps[i] elements and saves; returns (values consumed, serialized states)."""
+    consumed, states = [], []
+    for i in range(num_workers):
+        it = elastic.worker_iterator(make_global(), num_workers, i, previous, tail)
+        for _ in range(steps[i]):
+            consumed.extend(rows(next(it)))
+        states.append(checkpoint.serialize(it.get_state()))
+        it.close()
+    return consumed, states
+
+
+def finish_job(make_global, num_workers, global_state, tail=None):
+    per_worker = []
+    for j in range(num_workers):
+        it = elastic.worker_iterator(make_global(), num_workers, j, global_state, tail)
+        per_worker.append([v for e in it for v in rows(e)])
+    return per_worker
+
+
+def expected_split(make_global, consumed, num_workers, global_state):
+    """remaining[j::W'] computed from the global order, with the consumed values removed."""
+    order = [int(x) for x in make_global()]
+    remaining = [order[p] for p in elastic.remaining_positions(global_state, len(order))]
+    left = collections.Counter(order) - collections.Counter(consumed)
+    assert collections.Counter(remaining) == left
+    return [remaining[j::num_workers] for j in range(num_workers)]
+
+
+@pytest.mark.parametrize("w, w2, steps", [(2, 3, [7, 4]), (3, 2, [5, 5, 2]), (2, 2, [0, 9]), (3, 1, [20, 20, 20])])
+def test_states_of_w_workers_continue_on_w2_workers_with_exactly_the_remaining_elements(w, w2, steps):
+    consumed, states = run_job(global_ds, w, steps)
+    gstate = elastic.merge_states(states, global_ds())
+    got = finish_job(global_ds, w2, gstate)
+    assert got == expected_split(global_ds, consumed, w2, gstate)
+    assert sorted(consumed + sum(got, [])) == sorted(int(x) for x in global_ds())
+
+
+def test_per_worker_tail_of_map_batch_prefetch_counts_only_delivered_elements():
+    def tail(d):
+        return d.map(lambda x: x + 0, num_parallel_calls=2).batch(3).prefetch(2)
+
+    consumed, states = run_job(global_ds, 2, [3, 2], tail=tail)
+    gstate = elastic.merge_states(states, global_ds(), tail=tail)
+    got = finish_job(global_ds, 3, gstate, tail=tail)
+    assert got == expected_split(global_ds, consumed, 3, gstate)
+
+
+def test_elastic_resume_twice_w2_to_w3_to_w2():
+    consumed, states = run_job(global_ds, 2, [6, 3])
+    g1 = elastic.merge_states(states, global_ds())
+    more, states = run_job(global_ds, 3, [2, 4, 1], previous=g1)
+    g2 = elastic.merge_states(states, global_ds(), previous=g1)
+    got = finish_job(global_ds, 2, g2)
+    assert got == expected_split(global_ds, consumed + more, 2, g2)
+    assert sorted(consumed + more + sum(got, [])) == sorted(int(x) for x in global_ds())
+
+
+def test_pipeline_with_a_pure_filter_resumes_elastically():
+    def make():
+        return Dataset.range(50).shuffle(10, seed=1).filter(is_kept).map(square)
+
+    consumed, states = run_job(make, 3, [4, 2, 3])
+    gstate = elastic.merge_states(states, make())
+    assert finish_job(make, 2, gstate) == expected_split(make, consumed, 2, gstate)
+
+
+def test_reshuffling_shuffle_in_a_later_epoch_resumes_with_the_saved_epoch_order():
+    def make():
+        ds = Dataset.range(30).shuffle(30, seed=4)
+        ds._iterations = 0
+        return ds
+
+    consumed, states = run_job(make, 2, [5, 5])
+    gstate = elastic.merge_states(states, make())
+    assert finish_job(make, 3, gstate) == expected_split(make, consumed, 3, gstate)
+
+
+def test_global_state_holds_only_the_lag_between_workers():
+    _, states = run_job(global_ds, 2, [10, 10])
+    gstate = elastic.merge_states(states, global_ds())
+    assert gstate["holes"] == [] and gstate["frontier"] == 20
+
+
+def test_batch_inside_the_global_dataset_makes_batches_the_unit():
+    def make():
+        return Dataset.range(40).shuffle(40, seed=2).batch(4)
+
+    consumed, states = run_job(make, 2, [3, 1])
+    gstate = elastic.merge_states(states, make())
+    got = finish_job(make, 3, gstate)
+    order = [tuple(rows(b)) for b in make()]
+    remaining = [order[p] for p in elastic.remaining_positions(gstate, len(order))]
+    assert [[tuple(got[j][k:k + 4]) for k in range(0, len(got[j]), 4)] for j in range(3)] == \
+        [remaining[j::3] for j in range(3)]
+
+
+# ------------------------------------------------------------------------------------------ refusals
+@pytest.mark.parametrize("make, node", [
+    (lambda: Dataset.range(10).shuffle(4), "Shuffle"),
+    (lambda: Dataset.range(10).map(square, stateful=True), "Map"),
+    (lambda: Dataset.range(10).map(square, num_parallel_calls=2, deterministic=False), "Map"),
+])
+def test_nondeterministic_pipeline_is_refused_naming_the_node(make, node):
+    with pytest.raises(errors.FailedPreconditionError, match=f"does not support this pipeline: {node}"):
+        elastic.worker_dataset(make(), 2, 0)
+
+
+def test_streaming_source_is_refused_unless_replay_is_allowed(tmp_path):
+    text = pytest.importorskip("jaxfeed.formats.text")
+    path = tmp_path / "a.txt"
+    path.write_bytes(b"".join(b"%d\n" % i for i in range(10)))
+    with pytest.raises(errors.FailedPreconditionError, match="re-read every element"):
+        elastic.worker_dataset(text.TextLineDataset([str(path)]), 2, 0)
+    assert len(list(elastic.worker_dataset(text.TextLineDataset([str(path)]), 2, 0, allow_replay=True))) == 5
+
+
+def test_unsupported_node_after_the_shard_is_refused_naming_it():
+    def tail(d):
+        return d.shuffle(3, seed=1)
+
+    _, states = run_job(global_ds, 2, [1, 1], tail=tail)
+    with pytest.raises(errors.FailedPreconditionError, match="Shuffle"):
+        elastic.merge_states(states, global_ds(), tail=tail)
+
+
+def test_states_in_the_wrong_worker_order_are_refused():
+    _, states = run_job(global_ds, 2, [1, 1])
+    with pytest.raises(errors.FailedPreconditionError, match="worker 0 of 2"):
+        elastic.merge_states(states[::-1], global_ds())
+
+
+def test_global_state_of_another_pipeline_is_refused_naming_the_node():
+    _, states = run_job(global_ds, 2, [1, 1])
+    gstate = elastic.merge_states(states, global_ds())
+    with pytest.raises(errors.FailedPreconditionError, match="Shuffle"):
+        elastic.worker_dataset(Dataset.range(60).shuffle(8, seed=3).map(square), 2, 0, gstate)
