@@ -107,3 +107,18 @@ def test_many_files_do_not_stay_open(tmp_path):
     ds = ParquetDataset(names)
     assert [r["v"] for r in ds] == list(range(20))
     assert len(ds._node._open) <= 8
+
+
+def test_garbage_parquet_file_is_data_loss_naming_it(tmp_path):
+    from jaxfeed.pipeline import errors
+
+    path = tmp_path / "bad.parquet"
+    path.write_bytes(b"not parquet at all" * 10)
+    with pytest.raises(errors.DataLossError, match="bad.parquet"):
+        list(ParquetDataset(str(path)))
+
+
+def test_a_shard_put_on_the_file_names_reads_only_those_files(parquet_files):
+    node = ParquetDataset(parquet_files)._node
+    sharded = node.with_inputs([Dataset.from_tensor_slices(parquet_files).shard(2, 1)._node])
+    assert [r["id"] for r in Dataset(sharded)] == list(range(N, 2 * N))

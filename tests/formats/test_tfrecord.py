@@ -166,3 +166,10 @@ def test_parallel_reads_resume_everywhere(data_dir):
 def test_num_parallel_reads_must_be_positive(data_dir):
     with pytest.raises(errors.InvalidArgumentError):
         TFRecordDataset(pair(data_dir, ""), num_parallel_reads=0)
+
+
+def test_a_shard_put_on_the_file_names_reads_only_those_files(data_dir):
+    names = pair(data_dir, "")
+    node = TFRecordDataset(names)._node
+    sharded = node.with_inputs([Dataset.from_tensor_slices(names).shard(2, 1)._node])
+    assert list(Dataset(sharded)) == list(TFRecordDataset(names[1]))
