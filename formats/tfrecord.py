@@ -190,7 +190,7 @@ class RecordReader:
         self._stream = stream
         self._filename = filename
         self._verify = verify
-        self._block_size = max(int(block_size), 1 << 16)
+        self._block_size = max(int(block_size), 1)
         self._buf = b""
         self._pos = 0
         self._base = offset  # stream offset of self._buf[0]

@@ -42,7 +42,7 @@ class TFRecordIterator(FileRecordsIterator):
         offset = offset or 0
         # tf.data's buffer_size is its read buffer (256 KiB by default); we read 2 MiB blocks unless told
         # otherwise, and never less than 64 KiB (per-block work would then dominate).
-        block = node.buffer_size or tfrecord.BLOCK_SIZE
+        block = max(node.buffer_size, 1 << 16) if node.buffer_size else tfrecord.BLOCK_SIZE
         stream = fs.open_stream(name, node.compression_type, offset)
         return tfrecord.RecordReader(stream, name, offset, verify=node.verify_crc, block_size=block)
 
