@@ -36,6 +36,8 @@ def read(path: str, block_size: int):
         payloads, where, error = reader.read_block()
         out += payloads
         offsets += [int(o) for o in where]
+        if error is None and payloads:  # where a restored reader would start: right after the last record
+            assert reader.offset == offsets[-1] + len(out[-1]) + 16
         if error is not None:
             kind = "truncated" if "truncated" in str(error) else "corrupted"
             assert isinstance(error, errors.DataLossError) and error.filename == path
