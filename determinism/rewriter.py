@@ -129,3 +129,16 @@ def explain_decisions(dataset) -> list[dict]:
 
 
 passes.register("determinism", "make_deterministic", make_deterministic)
+
+
+def stateful_reason(root) -> str | None:
+    """Why a graph must be consumed synchronously under determinism (a stateful function somewhere), or
+    None. For consumers outside the graph that would read it on a background thread (the distributed
+    iterator's device prefetch): with determinism on and a reason here, read on the caller's thread."""
+    if not config._enabled:
+        return None
+    for node in graph.walk(root):
+        for role, report in node_reports(node).items():
+            if report.stateful:
+                return f"{node.label()}: {role}: {report.reason()}"
+    return None

@@ -207,3 +207,12 @@ def test_explain_decisions_lists_each_node_without_raising():
     assert [r["kind"] for r in rows] == ["Range", "Shuffle", "Map"]
     assert rows[1]["random"] and not rows[1]["seeded"]
     assert rows[2]["parallel"] and "numpy.random.rand" in rows[2]["stateful"]["map_func"]
+
+
+def test_stateful_reason_tells_outside_consumers_to_read_synchronously(on):
+    from jaxfeed.determinism.rewriter import stateful_reason
+
+    assert stateful_reason(Dataset.range(3).map(np.sqrt)._node) is None
+    assert "numpy.random.rand" in stateful_reason(Dataset.range(3).map(lambda x: x + np.random.rand())._node)
+    determinism.disable_op_determinism()
+    assert stateful_reason(Dataset.range(3).map(lambda x: x + np.random.rand())._node) is None
