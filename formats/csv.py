@@ -95,20 +95,21 @@ class CsvReader(FileReaderNode):
 class CsvSource:
     def __init__(self, node: CsvReader, data: bytes, filename: str, row: int):
         self._node, self._filename, self._row = node, filename, 0
-        self._indices = self._column_indices(data)
-        names = [f"c{i}" for i in range(self._width)]
-        types = {f"c{i}": _ARROW_TYPES[d] for i, (d, _) in zip(self._indices, node.columns)}
+        buffer = pa.py_buffer(data)
+        # pyarrow names the columns f0, f1, ... and counts them itself (quoted delimiters included)
+        self._read_options = pacsv.ReadOptions(autogenerate_column_names=True, skip_rows=1 if node.header else 0,
+                                               block_size=max(int(node.buffer_size or 0), 1 << 20))
+        self._parse_options = pacsv.ParseOptions(delimiter=node.field_delim,
+                                                 quote_char='"' if node.use_quote_delim else False)
+        self._indices = self._column_indices(buffer)
+        types = {f"f{i}": _ARROW_TYPES[d] for i, (d, _) in zip(self._indices, node.columns)}
         try:
             self._reader = pacsv.open_csv(
-                pa.py_buffer(data),
-                read_options=pacsv.ReadOptions(column_names=names, skip_rows=1 if node.header else 0,
-                                               block_size=max(int(node.buffer_size or 0), 1 << 20)),
-                parse_options=pacsv.ParseOptions(delimiter=node.field_delim,
-                                                 quote_char='"' if node.use_quote_delim else False),
+                buffer, read_options=self._read_options, parse_options=self._parse_options,
                 convert_options=pacsv.ConvertOptions(column_types=types, include_columns=list(types),
                                                      null_values=[node.na_value], strings_can_be_null=True,
                                                      quoted_strings_can_be_null=False))
-        except pa.ArrowInvalid as e:
+        except (pa.ArrowInvalid, KeyError) as e:  # ArrowKeyError: a selected column the file lacks
             raise self._error(str(e)) from None
         self._pending = None
         while self._row < row:  # restore: parse again and skip the rows already delivered
@@ -120,18 +121,21 @@ class CsvSource:
             if skip < batch.num_rows:
                 self._pending = batch.slice(skip)
 
-    def _column_indices(self, data: bytes):
-        first = data.split(b"\n", 1)[0]
-        self._width = max(len(first.split(self._node.field_delim.encode())), 1)
+    def _column_indices(self, buffer):
         node = self._node
         if node.select_cols is not None:
-            cols = node.select_cols
-        elif node.exclude_cols is not None:
-            cols = [i for i in range(self._width) if i not in node.exclude_cols]
-        else:
-            cols = list(range(len(node.columns)))
-        if len(cols) != len(node.columns) or (cols and cols[-1] >= self._width):
-            raise self._error(f"expected {len(node.columns)} selected columns, the file has {self._width}")
+            return node.select_cols
+        if node.exclude_cols is None:
+            return list(range(len(node.columns)))
+        try:  # the file's width, from the first block only
+            width = len(pacsv.open_csv(buffer, read_options=self._read_options,
+                                       parse_options=self._parse_options).schema)
+        except pa.ArrowInvalid as e:
+            raise self._error(str(e)) from None
+        cols = [i for i in range(width) if i not in node.exclude_cols]
+        if len(cols) != len(node.columns):
+            raise self._error(f"{width} columns less exclude_cols {node.exclude_cols} leave {len(cols)}, but "
+                              f"record_defaults has {len(node.columns)}")
         return cols
 
     def _error(self, why: str, row=None):
@@ -159,7 +163,7 @@ class CsvSource:
             return [], np.empty(0, dtype=np.int64), None
         columns = []
         for j, (index, (dtype, default)) in enumerate(zip(self._indices, self._node.columns)):
-            col = batch.column(f"c{index}")
+            col = batch.column(f"f{index}")
             if col.null_count:
                 if default is None:
                     row = self._row + int(np.argmax(col.is_null().to_numpy(zero_copy_only=False)))

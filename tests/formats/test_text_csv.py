@@ -124,3 +124,14 @@ def test_csv_from_memory_filesystem():
     with fsspec.open("memory://jaxfeed-csv/c.csv", "wb") as f:
         f.write(CSV)
     assert len(list(CsvDataset("memory://jaxfeed-csv/c.csv", [0, 0.0, ""], header=True))) == 3
+
+
+def test_csv_quoted_delimiters_in_the_first_line_do_not_confuse_the_column_count(tmp_path):
+    path = write(tmp_path, "q.csv", b'"a,b",1\n"c",2\n')
+    assert list(CsvDataset(path, ["", 0], exclude_cols=[])) == [(b"a,b", 1), (b"c", 2)]
+
+
+def test_csv_select_cols_beyond_the_file_is_an_error_naming_it(tmp_path):
+    path = write(tmp_path, "n.csv", b"1,2\n")
+    with pytest.raises(errors.InvalidArgumentError, match="n.csv"):
+        list(CsvDataset(path, [0], select_cols=[5]))
