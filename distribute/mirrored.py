@@ -150,6 +150,8 @@ class MeshStrategy(Strategy):
 
         leaves = []
         n = self.num_replicas_in_sync
+        if not self._multi_process:  # one process: device_put splits the global array itself (faster)
+            return [jax.device_put(local, self._batch_sharding) for local in local_stacks]
         for local in local_stacks:
             if stacked:
                 gshape = (n,) + local.shape[1:]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from jaxfeed.pipeline import structure
+from jaxfeed.pipeline import structure as st
 from jaxfeed.pipeline.iterators.base import Iterator
 from jaxfeed.pipeline.nodes.base import UNKNOWN
 from jaxfeed.pipeline.nodes.common import PassThrough
@@ -100,13 +101,15 @@ def _concat(parts):
 
 
 class BalancedRebatchIterator(Iterator):
+    """Works on flat lists of leaves (one flatten per input batch, one pack per output)."""
+
     def __init__(self, node, ctx):
         super().__init__(node, ctx)
         self.input = ctx.build(node.inputs[0])
         self._sizes = node.sizes
         self._k = 0  # position in the size cycle
-        self._pending = None  # rows received but not yet emitted (a batched structure)
-        self._template = None  # an empty batch of the right structure
+        self._pending = None  # leaves of the rows received but not yet emitted
+        self._struct = None  # the nest of the input batches (to pack outputs)
         self._done = False
 
     def _pull(self) -> bool:
@@ -115,13 +118,17 @@ class BalancedRebatchIterator(Iterator):
         except StopIteration:
             self._done = True
             return False
-        if self._template is None:
-            self._template = _rows(batch, 0, 0)
-        self._pending = batch if self._pending is None else _concat([self._pending, batch])
+        leaves = st.flatten(batch)
+        if self._struct is None:
+            self._struct = batch
+        if self._pending is None:
+            self._pending = leaves
+        else:
+            self._pending = [np.concatenate([a, b], axis=0) for a, b in zip(self._pending, leaves)]
         return True
 
     def _available(self):
-        return 0 if self._pending is None else structure.batched_len(self._pending)
+        return 0 if self._pending is None else len(self._pending[0])
 
     def _next(self):
         size = self._sizes[self._k % len(self._sizes)]
@@ -134,25 +141,25 @@ class BalancedRebatchIterator(Iterator):
                 raise StopIteration  # no trailing empty batch after the data (tf's quirk, not copied)
         self._k += 1
         take = min(size, self._available())
-        out = _rows(self._pending, 0, take)
-        rest = _rows(self._pending, take, None)
-        self._pending = rest if structure.batched_len(rest) else None
-        return out
+        pending = self._pending
+        out = [a[:take] for a in pending]
+        self._pending = [a[take:] for a in pending] if take < len(pending[0]) else None
+        return st.pack_as(self._struct, out)
 
     def children(self):
         return [self.input]
 
     def get_state(self):
         return {"input": self.input.get_state(), "k": self._k, "done": self._done,
-                "pending": None if self._pending is None else structure.flatten(self._pending),
-                "template": None if self._template is None else structure.flatten(self._template)}
+                "pending": None if self._pending is None else list(self._pending),
+                "template": None if self._struct is None else [a[:0] for a in st.flatten(self._struct)]}
 
     def set_state(self, state):
         self.input.set_state(state["input"])
         self._k, self._done = int(state["k"]), bool(state["done"])
         spec = self.node.inputs[0].element_spec
-        self._pending = None if state["pending"] is None else structure.pack_as(spec, state["pending"])
-        self._template = None if state["template"] is None else structure.pack_as(spec, state["template"])
+        self._pending = None if state["pending"] is None else [np.asarray(a) for a in state["pending"]]
+        self._struct = None if state["template"] is None else st.pack_as(spec, state["template"])
 
 
 class LegacyRebatchIterator(Iterator):
