@@ -10,15 +10,15 @@
 
 File layout (all integers little-endian)::
 
-    b"JXFSTATE" | format version u32 | header length u64 | blob length u64 | header | blobs | digest
+    b"JXFSTATE" | format version u32 | header length u64 | blob length u64 | header | blobs | crc32c u32
 
 The header is UTF-8 JSON: ``{"meta": {...}, "tree": <value>, "blobs": [[offset, length], ...]}``. The
 tree holds Python values (None, bool, int, float, str, lists, str-keyed dicts) as JSON; everything else is
 a tagged object ``{"$t": tag, ...}``: tuples, namedtuples (stored as a tuple plus their module, name and
 fields), other dicts, numpy arrays and scalars (dtype, shape, a blob), bytes (a blob), lists of elements
 with one structure (stacked per leaf: a shuffle buffer of 10,000 elements is a few arrays, not 10,000
-objects) and ``blocks.Failure`` entries (the error's type name and text). The digest is a 16-byte
-BLAKE2b of everything before it. Nothing is pickled: reading a state never runs code.
+objects) and ``blocks.Failure`` entries (the error's type name and text). The digest is the CRC32C
+(4 bytes) of everything before it. Nothing is pickled: reading a state never runs code.
 
 Errors: a file that is not a state, or of an unknown format version -> ``InvalidArgumentError``; a
 truncated or corrupted one -> ``DataLossError``; a state from another pipeline -> the iterator's
@@ -27,9 +27,9 @@ truncated or corrupted one -> ``DataLossError``; a state from another pipeline -
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
+import operator
 import os
 import re
 import struct
@@ -47,44 +47,62 @@ log = logging.getLogger("jaxfeed")
 MAGIC = b"JXFSTATE"
 FORMAT_VERSION = 1
 _PREFIX = struct.Struct("<8sIQQ")
-_DIGEST = 16
+_DIGEST = 4
 _TAG = "$t"
 _STACK_MIN = 8  # lists of at least this many same-structure elements are stored stacked per leaf
 
 
 # =============================================================================================== encoding
+def _path(p) -> str:
+    """A lazily built path (nested ``(parent, key)`` pairs) as text, for error messages only."""
+    keys = []
+    while isinstance(p, tuple):
+        p, key = p
+        keys.append(key)
+    return str(p) + "".join(reversed(keys))
+
+
+_dtype_of = operator.attrgetter("dtype")
+
+
 class _Writer:
     def __init__(self):
-        self.blobs: list[bytes] = []
+        self.blobs: list = []
         self.index: list[list[int]] = []
         self.size = 0
 
     def blob(self, data) -> int:
-        data = bytes(data)
-        self.index.append([self.size, len(data)])
+        if isinstance(data, np.ndarray):
+            data = memoryview(np.ascontiguousarray(data)).cast("B") if data.size else b""
+        n = len(data)
+        self.index.append([self.size, n])
         self.blobs.append(data)
-        self.size += len(data)
+        self.size += n
         return len(self.index) - 1
 
-    def encode(self, v, path: str):
+    def encode(self, v, path):
         t = type(v)
         if v is None or t is bool or t is str or t is int or t is float:
             return v
         if t is list:
+            if all(type(x) in _JSON_SCALARS for x in v):
+                return list(v)
+            if len(v) >= _STACK_MIN and all(type(x) is bytes for x in v):  # a buffer of records or lines
+                return {_TAG: "byteslist", "lengths": list(map(len, v)), "b": self.blob(b"".join(v))}
             stacked = self._stacked(v, path)
             if stacked is not None:
                 return stacked
-            return [self.encode(x, f"{path}[{i}]") for i, x in enumerate(v)]
+            return [self.encode(x, (path, f"[{i}]")) for i, x in enumerate(v)]
         if t is dict:
             if all(type(k) is str for k in v) and _TAG not in v:
-                return {k: self.encode(x, f"{path}[{k!r}]") for k, x in v.items()}
-            return {_TAG: "dict", "items": [[self.encode(k, f"{path}.key"), self.encode(x, f"{path}[{k!r}]")]
+                return {k: self.encode(x, (path, f"[{k!r}]")) for k, x in v.items()}
+            return {_TAG: "dict", "items": [[self.encode(k, (path, ".key")), self.encode(x, (path, f"[{k!r}]"))]
                                             for k, x in v.items()]}
         if t is tuple:
-            return {_TAG: "tuple", "v": [self.encode(x, f"{path}[{i}]") for i, x in enumerate(v)]}
+            return {_TAG: "tuple", "v": [self.encode(x, (path, f"[{i}]")) for i, x in enumerate(v)]}
         if structure.is_namedtuple(v):
             return {_TAG: "namedtuple", "module": t.__module__, "name": t.__qualname__, "fields": list(t._fields),
-                    "v": [self.encode(x, f"{path}.{f}") for f, x in zip(t._fields, v)]}
+                    "v": [self.encode(x, (path, f".{f}")) for f, x in zip(t._fields, v)]}
         if isinstance(v, np.ndarray):
             return self._array(v, path)
         if isinstance(v, np.generic):
@@ -102,60 +120,79 @@ class _Writer:
                     "message": str(e), "notes": list(getattr(e, "__notes__", None) or [])}
         if hasattr(v, "_node"):
             return self._dataset(v, path)
-        raise InvalidArgumentError(f"Cannot serialise iterator state: {path} holds a {t.__module__}."
+        raise InvalidArgumentError(f"Cannot serialise iterator state: {_path(path)} holds a {t.__module__}."
                                    f"{t.__qualname__}, which is not a state value (Python scalars, lists, "
                                    "tuples, dicts, numpy values, bytes).", "checkpoint.serialize")
 
-    def _dataset(self, ds, path: str) -> dict:
+    def _dataset(self, ds, path) -> dict:
         """A dataset held as an element (a window, a group): only in-memory ones, stored by their data."""
         node = ds._node
         if node.kind in ("TensorSlices", "Tensors") and not node.inputs:
-            return {_TAG: "dataset", "kind": node.kind, "data": self.encode(node.data, f"{path}.data")}
+            return {_TAG: "dataset", "kind": node.kind, "data": self.encode(node.data, (path, ".data"))}
         if node.kind == "Elements" and not node.inputs:
-            return {_TAG: "dataset", "kind": "Elements", "data": self.encode(list(node.elements), f"{path}.data")}
-        raise InvalidArgumentError(f"Cannot serialise iterator state: {path} holds a Dataset built by "
+            return {_TAG: "dataset", "kind": "Elements", "data": self.encode(list(node.elements), (path, ".data"))}
+        raise InvalidArgumentError(f"Cannot serialise iterator state: {_path(path)} holds a Dataset built by "
                                    f"{node.label()}; only in-memory datasets (windows, groups) can be saved "
                                    "as elements.", "checkpoint.serialize")
 
-    def _array(self, a: np.ndarray, path: str) -> dict:
+    def _array(self, a: np.ndarray, path) -> dict:
         if a.dtype == object:
             return {_TAG: "objarray", "shape": list(a.shape),
-                    "v": [self.encode(x, f"{path}.flat[{i}]") for i, x in enumerate(a.reshape(-1).tolist())]}
+                    "v": [self.encode(x, (path, f".flat[{i}]")) for i, x in enumerate(a.reshape(-1).tolist())]}
         if a.dtype.fields is not None or a.dtype.kind not in "biufcmMSUV":
-            raise InvalidArgumentError(f"Cannot serialise iterator state: {path} is an array of dtype {a.dtype}.",
-                                       "checkpoint.serialize")
-        return {_TAG: "array", "dtype": a.dtype.str, "shape": list(a.shape),
-                "b": self.blob(np.ascontiguousarray(a).tobytes())}
+            raise InvalidArgumentError(f"Cannot serialise iterator state: {_path(path)} is an array of dtype "
+                                       f"{a.dtype}.", "checkpoint.serialize")
+        return {_TAG: "array", "dtype": a.dtype.str, "shape": list(a.shape), "b": self.blob(a)}
 
-    def _stacked(self, items: list, path: str):
-        """A list of elements that share one structure, stored as one stacked array per leaf."""
+    def _stacked(self, items: list, path):
+        """A list of elements that share one structure (a buffer of elements), stored as one stacked array
+        per leaf: a few blobs instead of one JSON object per element."""
         if len(items) < _STACK_MIN:
             return None
         first = items[0]
-        if not isinstance(first, (tuple, dict, np.ndarray, np.generic)):
-            return None
-        leaves0 = structure.flatten(first)
-        kinds = []
-        for leaf in leaves0:
-            if isinstance(leaf, (np.ndarray, np.generic)) and leaf.dtype != object and leaf.dtype.fields is None:
-                kinds.append((type(leaf) is np.ndarray, leaf.dtype, leaf.shape))
-            else:
+        ft = type(first)
+        if ft is tuple or ft is dict or structure.is_namedtuple(first):
+            if len(set(map(type, items))) != 1:
                 return None
-        columns: list[list] = [[] for _ in leaves0]
-        sketch = _sketch(first)
-        for x in items:
-            if _sketch(x) != sketch:
-                return None
-            leaves = structure.flatten(x)
-            for col, leaf, (is_arr, dtype, shape) in zip(columns, leaves, kinds):
-                if (not isinstance(leaf, (np.ndarray, np.generic)) or (type(leaf) is np.ndarray) != is_arr
-                        or leaf.dtype != dtype or leaf.shape != shape):
+            if ft is not dict and not any(isinstance(v, (tuple, dict)) for v in first):
+                if len(set(map(len, items))) != 1:  # flat tuples: leaves are the items themselves
                     return None
-                col.append(leaf)
-        template = self.encode(structure.pack_as(first, [None] * len(leaves0)), f"{path}[0]")
-        return {_TAG: "stacked", "n": len(items), "template": template,
-                "scalar": [not k[0] for k in kinds],
-                "leaves": [self._array(np.stack(col) if col else np.empty(0), path) for col in columns]}
+                columns = list(zip(*items))
+            else:
+                sketch = _sketch(first)
+                if any(_sketch(x) != sketch for x in items):
+                    return None
+                columns = list(zip(*map(structure.flatten, items)))
+        elif isinstance(first, (np.ndarray, np.generic)):
+            columns = [items]
+        else:
+            return None
+        leaves, scalar = [], []
+        for col in columns:
+            types = set(map(type, col))
+            if len(types) != 1:
+                return None
+            t = types.pop()
+            if not issubclass(t, (np.ndarray, np.generic)):
+                return None
+            dtypes = set(map(_dtype_of, col))
+            if len(dtypes) != 1:
+                return None
+            dt = dtypes.pop()
+            if dt == object or dt.fields is not None:
+                return None
+            try:
+                stacked = np.stack(col)
+            except ValueError:  # shapes differ
+                return None
+            leaves.append(stacked)
+            scalar.append(t is not np.ndarray)
+        template = self.encode(structure.pack_as(first, [None] * len(leaves)), (path, "[0]"))
+        return {_TAG: "stacked", "n": len(items), "template": template, "scalar": scalar,
+                "leaves": [self._array(a, path) for a in leaves]}
+
+
+_JSON_SCALARS = (type(None), bool, int, float, str)
 
 
 def _sketch(x):
@@ -173,6 +210,9 @@ class _Reader:
         self.index = index
 
     def blob(self, i) -> bytes:
+        return bytes(self._view(i))
+
+    def _view(self, i) -> memoryview:
         try:
             off, n = self.index[i]
         except (IndexError, TypeError):
@@ -181,11 +221,13 @@ class _Reader:
         if off < 0 or off + n > len(self.blobs):
             raise DataLossError(f"Iterator state blob {i} ({n} bytes at {off}) lies outside the file.",
                                 "checkpoint.deserialize")
-        return bytes(self.blobs[off:off + n])
+        return self.blobs[off:off + n]
 
     def decode(self, v):
         t = type(v)
         if t is list:
+            if all(type(x) in _JSON_SCALARS for x in v):
+                return v
             return [self.decode(x) for x in v]
         if t is not dict:
             return v
@@ -214,9 +256,17 @@ class _Reader:
             columns = [self._array(a) for a in v["leaves"]]
             out = []
             for i in range(int(v["n"])):
-                leaves = [col[i] if scalar else np.array(col[i]) for col, scalar in zip(columns, v["scalar"])]
+                # rows of a private stacked array: views, not copies
+                leaves = [col[i] if sc else col[i, ...] for col, sc in zip(columns, v["scalar"])]
                 out.append(structure.pack_as(template, leaves))
             return out
+        if tag == "byteslist":
+            data = self.blob(v["b"])
+            ends = np.cumsum([0] + v["lengths"]).tolist()
+            if ends[-1] != len(data):
+                raise DataLossError("Iterator state list of byte strings does not match its lengths.",
+                                    "checkpoint.deserialize")
+            return [data[a:b] for a, b in zip(ends[:-1], ends[1:])]
         if tag == "failure":
             return Failure(_rebuild_error(v))
         if tag == "dataset":
@@ -225,7 +275,7 @@ class _Reader:
                                    "newer jaxfeed.", "checkpoint.deserialize")
 
     def _array(self, v):
-        data = self.blob(v["b"])
+        data = self._view(v["b"])
         dtype = np.dtype(v["dtype"])
         shape = tuple(int(d) for d in v["shape"])
         expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
@@ -294,6 +344,17 @@ def _rebuild_error(v) -> BaseException:
 
 
 # =============================================================================================== bytes
+def _checksum(body) -> bytes:
+    """CRC32C of the body (hardware-accelerated: ~GB/s; it detects corruption, it does not authenticate)."""
+    try:
+        import google_crc32c
+    except ImportError:  # pragma: no cover - a declared dependency; zlib's CRC32 would be a new format
+        raise ImportError("jaxfeed checkpoints need google-crc32c") from None
+    if not isinstance(body, bytes):
+        body = bytes(body)
+    return struct.pack("<I", google_crc32c.value(body))
+
+
 def serialize(state) -> bytes:
     """The iterator state (as ``DatasetIterator.get_state`` returns it) as bytes."""
     w = _Writer()
@@ -302,8 +363,8 @@ def serialize(state) -> bytes:
     if isinstance(state, dict):
         meta.update({k: state[k] for k in ("version", "fingerprint") if k in state})
     header = json.dumps({"meta": meta, "tree": tree, "blobs": w.index}, separators=(",", ":")).encode()
-    body = _PREFIX.pack(MAGIC, FORMAT_VERSION, len(header), w.size) + header + b"".join(w.blobs)
-    return body + hashlib.blake2b(body, digest_size=_DIGEST).digest()
+    body = b"".join([_PREFIX.pack(MAGIC, FORMAT_VERSION, len(header), w.size), header] + w.blobs)
+    return body + _checksum(body)
 
 
 def deserialize(data) -> dict:
@@ -325,7 +386,7 @@ def deserialize(data) -> dict:
         kind = "truncated" if len(data) < total else "longer than it says"
         raise DataLossError(f"Iterator state is {kind}: {len(data)} bytes, expected {total}.", op)
     body, digest = data[:total - _DIGEST], bytes(data[total - _DIGEST:])
-    if hashlib.blake2b(body, digest_size=_DIGEST).digest() != digest:
+    if _checksum(body) != digest:
         raise DataLossError("Iterator state is corrupted: its checksum does not match its contents.", op)
     start = _PREFIX.size
     try:
@@ -530,8 +591,16 @@ def check_external_state(root, options) -> None:
             f"{nodes[0].label()} is stateful: its function holds state that the iterator state cannot capture "
             f"(stateful nodes: {names}). Set Options().experimental_external_state_policy to WARN or IGNORE "
             "to save anyway.", nodes[0].label())
+    if names in _warned:
+        return
+    if len(_warned) < 1024:
+        _warned.add(names)
     log.warning("Saving iterator state of a pipeline with external state (%s): a restored iterator replays "
-                "or re-runs those functions, which is exact only if they are deterministic.", names)
+                "or re-runs those functions, which is exact only if they are deterministic. (Logged once per "
+                "pipeline; set Options().experimental_external_state_policy to IGNORE or FAIL.)", names)
+
+
+_warned: set = set()  # WARN logs once per set of stateful nodes, not at every save
 
 
 __all__ = ["serialize", "deserialize", "state_size", "save", "load", "restore", "write_bytes", "read_bytes",

@@ -128,22 +128,30 @@ def generate(n):
 
 
 # --------------------------------------------------------------------------------- files
+def _write_once(path: str, data: bytes) -> None:
+    """Write a file unless it is already there (atomically: a reader never sees a partial file)."""
+    if os.path.exists(path):
+        return
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as out:
+        out.write(data)
+    os.replace(tmp, path)
+
+
 def write_files(directory: str) -> dict:
     """Two TFRecord files and two text files of a few records each (same content every time)."""
     os.makedirs(directory, exist_ok=True)
     paths = {"text": [], "tfrecord": []}
     for f in range(2):
         p = os.path.join(directory, f"lines-{f}.txt")
-        with open(p, "wb") as out:
-            out.write(b"".join(b"line-%d-%d\n" % (f, i) for i in range(5 + f)))
+        _write_once(p, b"".join(b"line-%d-%d\n" % (f, i) for i in range(5 + f)))
         paths["text"].append(p)
     if _exists("jaxfeed.formats.tfrecord"):
         from jaxfeed.formats.tfrecord import frame_many
 
         for f in range(2):
             p = os.path.join(directory, f"records-{f}.tfrecord")
-            with open(p, "wb") as out:
-                out.write(frame_many([b"rec-%d-%d" % (f, i) * (i + 1) for i in range(4 + f)]))
+            _write_once(p, frame_many([b"rec-%d-%d" % (f, i) * (i + 1) for i in range(4 + f)]))
             paths["tfrecord"].append(p)
     return paths
 

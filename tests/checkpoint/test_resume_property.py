@@ -19,7 +19,8 @@ from jaxfeed.pipeline import checkpoint
 from jaxfeed.pipeline.testing import assert_elements_equal
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-FILES = os.path.join(__import__("tempfile").gettempdir(), f"jaxfeed-resume-{os.getuid()}")
+# per process: concurrent test runs must not rewrite each other's files mid-read
+FILES = os.path.join(__import__("tempfile").gettempdir(), f"jaxfeed-resume-{os.getpid()}")
 OPS = list(R.available_ops())  # decided once, at collection: hypothesis needs a fixed set of choices
 
 SETTINGS = dict(deadline=None, derandomize=False, suppress_health_check=[HealthCheck.too_slow],

@@ -39,6 +39,7 @@ def same(a, b):
 # ------------------------------------------------------------------------------------------ values
 @pytest.mark.parametrize("value", [
     None, True, 0, -7, 2**80, 1.5, float("inf"), "text", b"\x00bytes", [1, [2, 3]], (1, (2,)), {"a": 1},
+    [b"record %d" % i for i in range(12)] + [b""],
     {1: "int key", (2, 3): "tuple key"}, {"$t": "a user key named like the tag"},
     np.int64(5), np.float32(0.25), np.bool_(True), np.arange(6, dtype=np.int16).reshape(2, 3),
     np.array(3.0), np.array([b"a", b"bc"], dtype=object), np.array(["uni", "code"]), np.zeros((0, 4)),
@@ -257,6 +258,12 @@ def stateful_ds(policy=None):
     return ds
 
 
+@pytest.fixture(autouse=True)
+def _fresh_warnings():
+    checkpoint._warned.clear()
+    yield
+
+
 def test_external_state_policy_fail_refuses_to_save_naming_the_node():
     with pytest.raises(errors.FailedPreconditionError, match=r"Map\(.*is stateful"):
         iter(stateful_ds(ExternalStatePolicy.FAIL)).get_state()
@@ -284,3 +291,11 @@ def test_pipeline_without_hidden_state_saves_without_warning(caplog):
     with caplog.at_level(logging.WARNING, logger="jaxfeed"):
         iter(Dataset.range(5).map(lambda x: x)).get_state()
     assert "external state" not in caplog.text
+
+
+def test_external_state_warning_is_logged_once_per_pipeline(caplog):
+    it = iter(stateful_ds(ExternalStatePolicy.WARN))
+    with caplog.at_level(logging.WARNING, logger="jaxfeed"):
+        it.get_state()
+        it.get_state()
+    assert caplog.text.count("external state") == 1
