@@ -2,7 +2,7 @@
 
     python examples/bench_distribute.py --devices 8
 
-Prints one line per measurement (median of --repeats runs). ``run`` overhead is compared with calling the
+Prints one line per measurement (the best of --repeats runs: the machine may be shared). ``run`` overhead is compared with calling the
 same kind of compiled program directly (``jax.jit(jax.shard_map(...))``), so the difference is what jaxfeed
 adds per step (argument flattening, cache lookup, variable plumbing, output wrapping).
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import time
 
 
@@ -43,7 +42,7 @@ def main(argv=None):
             t = time.perf_counter()
             fn(steps)
             results.append((time.perf_counter() - t) / steps)
-        return statistics.median(results)
+        return min(results)  # the least disturbed run (this machine is shared)
 
     def report(name, seconds, extra=""):
         print(f"{name:58s} {seconds * 1e6:9.1f} us/step {extra}")
@@ -56,38 +55,41 @@ def main(argv=None):
         return jd.get_replica_context().all_reduce("SUM", x)
 
     for name, fn in [("trivial", trivial), ("all_reduce", with_all_reduce)]:
+        s.run(fn, args=(pr,))
+        compiled, _ = next(v for k, v in s._cache.items() if k[0] is fn)
+        direct_args = ((), tuple(pr._leaves))
+
         def loop_run(k, fn=fn):
             out = None
             for _ in range(k):
                 out = s.run(fn, args=(pr,))
             jax.block_until_ready(out.arrays)
 
-        def loop_run_sync(k, fn=fn):
-            for _ in range(k):
-                jax.block_until_ready(s.run(fn, args=(pr,)).arrays)
-
-        raw = jax.jit(jax.shard_map(lambda x: (fn(x[0]) if name == "trivial" else jax.lax.psum(x[0], "replica"))[None],
-                                    mesh=s.mesh, in_specs=P("replica"), out_specs=P("replica"), check_vma=False))
-
-        def loop_raw(k):
+        def loop_direct(k, compiled=compiled):
             out, inflight = None, []
             for _ in range(k):
-                out = raw(pr.arrays)
+                out = compiled(*direct_args)
                 inflight.append(out)  # the same cap on steps in flight as run (8)
                 if len(inflight) > 8:
-                    inflight.pop(0).block_until_ready()
+                    jax.block_until_ready(inflight.pop(0))
             jax.block_until_ready(out)
 
-        def loop_raw_sync(k):
-            for _ in range(k):
-                jax.block_until_ready(raw(pr.arrays))
+        a, b = timed(loop_run, args.steps), timed(loop_direct, args.steps)
+        report(f"run({name}), {n} replicas", a, f"(the same compiled program called directly: {b * 1e6:.1f} us)")
 
-        a, b = timed(loop_run, args.steps), timed(loop_raw, args.steps)
-        report(f"run({name}) pipelined, {n} replicas", a, f"(raw jit+shard_map {b * 1e6:.1f} us; "
-                                                         f"overhead {(a - b) * 1e6:.1f} us)")
-        a, b = timed(loop_run_sync, args.steps), timed(loop_raw_sync, args.steps)
-        report(f"run({name}) waiting each step, {n} replicas", a, f"(raw {b * 1e6:.1f} us; "
-                                                                  f"overhead {(a - b) * 1e6:.1f} us)")
+    # jaxfeed's own Python work per run call: the compiled program replaced by one returning cached outputs
+    s.run(trivial, args=(pr,))
+    key = next(k for k in s._cache if k[0] is trivial)
+    compiled, meta = s._cache[key]
+    cached = compiled(tuple(v._value for v in s._live_variables()), tuple(pr._leaves))
+    s._cache[key] = (lambda *a: cached, meta)
+
+    def loop_python(k):
+        for _ in range(k):
+            s.run(trivial, args=(pr,))
+
+    report("run() Python-side work alone (program call stubbed)", timed(loop_python, args.steps * 3))
+    s._cache[key] = (compiled, meta)
 
     with s.scope():
         params = [jd.Variable(np.zeros((64, 64), np.float32)) for _ in range(4)]
@@ -126,7 +128,7 @@ def main(argv=None):
                     nsteps += 1
                 jax.block_until_ready(last.arrays)
                 times.append(time.perf_counter() - t)
-            sec = statistics.median(times)
+            sec = min(times)
             mb = nsteps * batch * row / 2**20
             print(f"feed batch={batch:5d} buffer={buffer}: {mb / sec:8.0f} MB/s  {nsteps / sec:8.0f} steps/s "
                   f"({nsteps} steps of {batch * row / 2**20:.2f} MB)")
