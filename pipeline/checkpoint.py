@@ -454,8 +454,16 @@ def load(path: str) -> dict:
 
 
 def restore(dataset, path: str, options=None):
-    """A new iterator over ``dataset`` continuing from the state saved at ``path``."""
-    return dataset.make_iterator(state=load(path), options=options)
+    """A new iterator over ``dataset`` continuing from the state saved at ``path``. ``dataset`` is a
+    pipeline ``Dataset``, or anything whose iterator has ``set_state`` (a distributed dataset)."""
+    state = load(path)
+    from .dataset import Dataset
+
+    if isinstance(dataset, Dataset):
+        return dataset.make_iterator(state=state, options=options)
+    it = iter(dataset)
+    it.set_state(state)
+    return it
 
 
 # =============================================================================================== manager
@@ -490,6 +498,10 @@ class CheckpointManager:
 
     def restore(self, step: int, dataset, worker: int | None = None, options=None):
         return restore(dataset, self.path(step, worker), options=options)
+
+    def load(self, step: int, worker: int | None = None) -> dict:
+        """The saved state itself (for ``elastic.merge_states`` or a hand-made iterator)."""
+        return load(self.path(step, worker))
 
     def all_steps(self) -> list[int]:
         """Steps that hold an iterator state of this manager (any worker), ascending."""
