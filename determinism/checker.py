@@ -284,8 +284,16 @@ def main(argv=None) -> int:
         print(f"jaxfeed-check-determinism: cannot load {args.target}: {e}", file=sys.stderr)
         return 2
     parallelism = None if args.parallelism is None else [int(p) for p in args.parallelism.split(",")]
-    report = check_determinism(fn, runs=args.runs, parallelism=parallelism, max_elements=args.max_elements,
-                               bisect=not args.no_bisect)
+    from ..pipeline.errors import UnimplementedError
+
+    try:
+        report = check_determinism(fn, runs=args.runs, parallelism=parallelism, max_elements=args.max_elements,
+                                   bisect=not args.no_bisect)
+    except (RuntimeError, UnimplementedError) as e:  # determinism mode refused the pipeline
+        if not args.enable:
+            raise
+        print(f"NOT deterministic: determinism mode refuses this pipeline: {e}")
+        return 1
     print(report)
     return 0 if report.deterministic else 1
 

@@ -125,3 +125,9 @@ def test_console_script_runs():
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("deterministic over 8 elements")
+
+
+def test_main_with_enable_reports_a_refused_pipeline(capsys, monkeypatch):
+    monkeypatch.syspath_prepend(HERE)
+    assert checker.main(["determinism_pipelines:unseeded_shuffle", "--enable"]) == 1
+    assert "set_random_seed" in capsys.readouterr().out
