@@ -310,6 +310,19 @@ class _DefaultStrategy(Strategy):
     def experimental_distribute_values_from_function(self, value_fn):
         return value_fn(ValueContext(0, 1))
 
+    def experimental_distribute_dataset(self, dataset, options=None):
+        """One replica, one worker: the dataset itself (as tf.distribute's default strategy)."""
+        return dataset
+
+    def distribute_datasets_from_function(self, dataset_fn, options=None):
+        ds = dataset_fn(InputContext())
+        from jaxfeed.pipeline import Dataset
+
+        if not isinstance(ds, Dataset):
+            raise TypeError(f"distribute_datasets_from_function: dataset_fn must return a Dataset, got "
+                            f"{type(ds).__name__}")
+        return ds
+
     def __repr__(self):
         return "<default strategy>"
 

@@ -348,3 +348,15 @@ def test_split_to_logical_devices_checks_the_partition(s3):
 def test_logical_annotations_need_a_logical_strategy(s3):
     with pytest.raises(ValueError, match="num_logical_devices > 1"):
         s3.run(lambda: s3.experimental_replicate_to_logical_devices(jnp.ones(2)))
+
+
+# ------------------------------------------------------------------ the default strategy
+def test_default_strategy_runs_functions_directly_and_passes_datasets_through():
+    from jaxfeed.pipeline import Dataset
+
+    s = jd.get_strategy()
+    assert s.run(lambda x: x + 1, args=(1,)) == 2
+    ds = Dataset.range(3)
+    assert s.experimental_distribute_dataset(ds) is ds
+    assert s.reduce("SUM", 5.0, axis=None) == 5.0
+    assert s.experimental_local_results(4) == (4,)
