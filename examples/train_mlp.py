@@ -90,7 +90,10 @@ def main(argv=None):
             strategy.cluster_resolver.task_type == "worker" and strategy.cluster_resolver.task_id == 0
             and "chief" not in strategy.cluster_resolver.cluster_spec().jobs)
     else:
-        strategy = jd.MirroredStrategy()
+        import jax
+
+        # the first --devices local devices (all of them in a fresh process, where XLA_FLAGS made that many)
+        strategy = jd.MirroredStrategy(jax.local_devices()[:args.devices])
         chief = True
     import jax
     import jax.numpy as jnp
@@ -142,7 +145,7 @@ def main(argv=None):
     it.close()
     result = {"losses": losses, "params": [np.asarray(v.numpy()).tolist() for v in params],
               "replicas": strategy.num_replicas_in_sync, "process": jax.process_index()}
-    if chief or True:
+    if chief:
         print(f"[process {jax.process_index()}] replicas={strategy.num_replicas_in_sync} "
               f"loss {losses[0]:.6f} -> {losses[-1]:.6f}", file=sys.stderr)
     if args.out:
