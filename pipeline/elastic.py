@@ -190,13 +190,15 @@ def check_supported(dataset, allow_replay: bool = False) -> None:
 # =============================================================================================== workers
 def worker_dataset(dataset, num_workers: int, index: int, global_state: dict | None = None, tail=None,
                    allow_replay: bool = False):
-    """The dataset worker ``index`` of ``num_workers`` iterates: ``tail(G.shard(num_workers, index))`` for a
-    fresh job, or its share of what ``global_state`` says remains (elements in G's order)."""
+    """The dataset worker ``index`` of ``num_workers`` iterates: the elements of ``tail(G.shard(num_workers,
+    index))`` for a fresh job, or its share of what ``global_state`` says remains (elements in G's order).
+    ``merge_states`` also reads the states of workers made as ``tail(G.shard(W, i))`` directly (W > 1)."""
     from .dataset import Dataset
 
     check_supported(dataset, allow_replay)
     if global_state is None:
-        shard = dataset.shard(num_workers, index)
+        # shard(W, i) as ElasticSelect: the same elements, and never removed by noop elimination (W=1)
+        shard = Dataset(ElasticSelect(dataset._node, [], 0, num_workers, index))
         iteration = 0
     else:
         _check_global_state(global_state, dataset)
@@ -220,7 +222,7 @@ def merge_states(states: list, dataset, tail=None, previous: dict | None = None,
     """The global state of a job whose worker i (of ``len(states)``) saved ``states[i]``.
 
     The workers must have been made by ``worker_dataset(dataset, len(states), i, previous, tail)`` (for a
-    fresh job, ``tail(dataset.shard(W, i))``); each state is checked against that pipeline."""
+    fresh job, ``tail(dataset.shard(W, i))`` works too); each state is checked against that pipeline."""
     from . import checkpoint
     from .passes import run_passes
 
@@ -238,6 +240,11 @@ def merge_states(states: list, dataset, tail=None, previous: dict | None = None,
         if isinstance(state, (bytes, bytearray, memoryview)):
             state = checkpoint.deserialize(state)
         ds = worker_dataset(dataset, num_workers, i, previous, tail, allow_replay)
+        if previous is None and state.get("fingerprint") != ds.fingerprint():  # made with plain shard?
+            shard = dataset.shard(num_workers, i)
+            plain = tail(shard) if tail is not None else shard
+            if state.get("fingerprint") == plain.fingerprint():
+                ds = plain
         if state.get("fingerprint") != ds.fingerprint():
             where = checkpoint.describe_difference(state.get("nodes"), ds._node)
             raise FailedPreconditionError(

@@ -164,3 +164,53 @@ def test_global_state_of_another_pipeline_is_refused_naming_the_node():
     gstate = elastic.merge_states(states, global_ds())
     with pytest.raises(errors.FailedPreconditionError, match="Shuffle"):
         elastic.worker_dataset(Dataset.range(60).shuffle(8, seed=3).map(square), 2, 0, gstate)
+
+
+# ------------------------------------------------------------------------------------------ property
+def bump_rng(x, rng):
+    return x * 100 + rng.integers(0, 100)
+
+
+GLOBALS = [
+    lambda: Dataset.range(37).shuffle(9, seed=5, reshuffle_each_iteration=True).repeat(2).map(square),
+    lambda: Dataset.range(45).filter(is_kept).shuffle(7, seed=2).map(bump_rng, with_rng=True, seed=3),
+    lambda: Dataset.from_tensor_slices(np.arange(30) * 7).skip(2).take(25).shuffle(25, seed=8),
+]
+TAILS = [None, lambda d: d.prefetch(3), lambda d: d.map(square, num_parallel_calls=2).prefetch(2)]
+
+
+def test_random_worker_counts_and_progress_resume_with_exactly_the_remaining_elements():
+    from hypothesis import given, settings, strategies as st
+
+    @settings(max_examples=40, deadline=None, database=None)
+    @given(st.integers(0, len(GLOBALS) - 1), st.integers(0, len(TAILS) - 1), st.integers(1, 4),
+           st.integers(1, 4), st.lists(st.integers(0, 12), min_size=4, max_size=4))
+    def check(g, t, w, w2, steps):
+        make, tail = GLOBALS[g], TAILS[t]
+        consumed, states = [], []
+        for i in range(w):
+            it = elastic.worker_iterator(make(), w, i, tail=tail)
+            consumed.extend(e for _, e in zip(range(steps[i]), it))
+            states.append(checkpoint.serialize(it.get_state()))
+            it.close()
+        gstate = elastic.merge_states(states, make(), tail=tail)
+        order = [int(x) for x in make()]
+        if tail is TAILS[2]:
+            order = [int(square(x)) for x in order]
+        remaining = [order[p] for p in elastic.remaining_positions(gstate, len(order))]
+        got = [[int(e) for e in elastic.worker_iterator(make(), w2, j, gstate, tail)] for j in range(w2)]
+        assert got == [remaining[j::w2] for j in range(w2)]
+        assert sorted([int(c) for c in consumed] + sum(got, [])) == sorted(order)
+
+    check()
+
+
+def test_workers_made_with_plain_shard_can_be_merged():
+    consumed = []
+    states = []
+    for i in range(2):
+        it = iter(global_ds().shard(2, i).batch(2))
+        consumed.extend(rows(next(it)))
+        states.append(it.get_state())
+    gstate = elastic.merge_states(states, global_ds(), tail=lambda d: d.batch(2))
+    assert finish_job(global_ds, 3, gstate) == expected_split(global_ds, consumed, 3, gstate)

@@ -45,11 +45,12 @@ def bounded(recipe):
     return recipe
 
 
-def check_resume_everywhere(recipe):
-    expected = uninterrupted(recipe)
+def check_resume_everywhere(recipe, make=None, label=None):
+    make = make if make is not None else (lambda: R.build(recipe))
+    expected = uninterrupted(recipe) if recipe is not None else list(make())
     n = len(expected)
     for k in list(range(n + 1)) + ["exhausted"]:
-        first = iter(R.build(recipe))
+        first = iter(make())
         head = [next(first) for _ in range(n if k == "exhausted" else k)]
         if k == "exhausted":
             with pytest.raises(StopIteration):
@@ -57,10 +58,10 @@ def check_resume_everywhere(recipe):
         data = checkpoint.serialize(first.get_state())
         rest_of_first = list(first)  # saving must not disturb the saved iterator
         first.close()
-        restored = R.build(recipe).make_iterator(state=checkpoint.deserialize(data))
+        restored = make().make_iterator(state=checkpoint.deserialize(data))
         tail = list(restored)
         restored.close()
-        where = f"recipe {json.dumps(recipe)} resumed after {k} elements"
+        where = f"{label or 'recipe ' + json.dumps(recipe)} resumed after {k} elements"
         assert_elements_equal(head + tail, expected, what=where)
         assert_elements_equal(rest_of_first, tail, what=where + " (saved iterator vs restored one)")
 
@@ -84,6 +85,12 @@ def test_random_pipeline_resumes_exactly_after_every_element_many_examples(recip
 def test_each_transformation_resumes_exactly_in_random_pipelines(op, data):
     """Every transformation, placed at a random step of a random pipeline (the joint test may miss some)."""
     check_resume_everywhere(bounded(data.draw(R.recipes(FILES, ops=OPS, max_ops=4, require=op))))
+
+
+def test_process_pool_map_with_blocks_in_flight_resumes_exactly_after_every_element():
+    """map(executor="process") is left out of the random draws (a worker pool per iterator is slow)."""
+    check_resume_everywhere(None, lambda: R.Dataset.range(16).map(R.bump, num_parallel_calls=2, executor="process")
+                            .batch(4).prefetch(2), label="range -> process map -> batch -> prefetch")
 
 
 # ---------------------------------------------------------------------------------- new process
