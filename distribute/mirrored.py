@@ -300,8 +300,8 @@ class MeshStrategy(Strategy):
             specs.append(REPLICA)
         variables = self._live_variables()
         key = (fn, treedef, tuple(_kind_key(k) for k in kinds),
-               tuple((tuple(x.shape), str(x.dtype), s) for x, s in zip(dyn, specs)),
-               tuple((id(v), v.shape, str(v.dtype)) for v in variables), sizes is not None)
+               tuple((x.shape, x.dtype, s) for x, s in zip(dyn, specs)),
+               tuple((id(v), v.shape, v.dtype) for v in variables), sizes is not None)
         entry = self._cache.get(key)
         if entry is None:
             entry = self._compile(fn, treedef, kinds, specs, variables, sizes is not None)
@@ -326,6 +326,8 @@ class MeshStrategy(Strategy):
 
         meta: dict = {}
         strategy = self
+        # one replica in one process: outputs are the replica's values themselves (no stacking, no slicing)
+        single = self.num_replicas_in_sync == 1 and not self._multi_process
 
         def body(var_vals, dyn_vals):
             strategy.trace_count += 1
@@ -366,7 +368,7 @@ class MeshStrategy(Strategy):
                     out_kinds.append(("static", leaf))
                     continue
                 out_kinds.append(("array", a.shape))
-                arrays.append(a[None])
+                arrays.append(a if single else a[None])
             meta.update(out_tree=out_tree, out_kinds=out_kinds, assigned=list(trace.assigned),
                         flagged=[v for v, _ in trace.flags])
             new_vals = tuple(trace.read(v) for v in trace.assigned)
@@ -374,7 +376,7 @@ class MeshStrategy(Strategy):
             return tuple(arrays), new_vals, flags
 
         in_specs = (P(), tuple(P(REPLICA) if s else P() for s in specs))
-        out_specs = (P(REPLICA), P(), P())
+        out_specs = (P() if single else P(REPLICA), P(), P())
         mapped = jax.shard_map(body, mesh=self._mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False,
                                **({"axis_names": frozenset({REPLICA})} if self._L > 1 else {}))
         return jax.jit(mapped), meta
@@ -391,7 +393,7 @@ class MeshStrategy(Strategy):
                 continue
             arr = next(it)
             if n == 1 and not self._multi_process:
-                leaves.append(arr[0])
+                leaves.append(arr)  # compiled without the replica axis (see _compile)
                 continue
             ragged = sizes is not None and len(kind[1]) >= 1 and kind[1][0] == cap
             leaves.append(PerReplica(jax.tree_util.tree_structure(0), [arr], self, stacked=True,

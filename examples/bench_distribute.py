@@ -14,6 +14,10 @@ import os
 import time
 
 
+def _arrays(value):
+    return getattr(value, "arrays", value)  # PerReplica, or a plain array with one replica
+
+
 def main(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("--devices", type=int, default=8)
@@ -63,7 +67,7 @@ def main(argv=None):
             out = None
             for _ in range(k):
                 out = s.run(fn, args=(pr,))
-            jax.block_until_ready(out.arrays)
+            jax.block_until_ready(_arrays(out))
 
         def loop_direct(k, compiled=compiled):
             out, inflight = None, []
@@ -104,7 +108,7 @@ def main(argv=None):
         out = None
         for _ in range(k):
             out = s.run(sgd, args=(pr,))
-        jax.block_until_ready(out.arrays)
+        jax.block_until_ready(_arrays(out))
 
     report(f"run(SGD step on 4 mirrored variables), {n} replicas", timed(loop_sgd, args.steps))
 
@@ -126,7 +130,7 @@ def main(argv=None):
                 for step in s.experimental_distribute_dataset(ds, opts):
                     last = step
                     nsteps += 1
-                jax.block_until_ready(last.arrays)
+                jax.block_until_ready(_arrays(last))
                 times.append(time.perf_counter() - t)
             sec = min(times)
             mb = nsteps * batch * row / 2**20
