@@ -45,7 +45,7 @@ class LineSource:
 
     def read_block(self):
         while True:
-            chunk = self._stream.read(self._block_size)
+            chunk = self._stream.read(max(self._block_size, len(self._tail)))  # long lines: linear, not quadratic
             if not chunk:
                 if not self._tail:
                     return [], _EMPTY, None
@@ -79,7 +79,7 @@ class TextLineIterator(FileRecordsIterator):
     def open_file(self, name, offset):
         offset = offset or 0
         stream = fs.open_stream(name, self.node.compression_type, offset)
-        return LineSource(stream, offset, max(self.node.buffer_size or BLOCK_SIZE, 1 << 12))
+        return LineSource(stream, offset, max(self.node.buffer_size or BLOCK_SIZE, 1))
 
 
 class TextLineDataset(Dataset):
