@@ -103,7 +103,6 @@ class DistributedDataset:
                                  "the dataset with batch(B) (or drop_remainder=True)")
             else:
                 root = LegacyRebatch(root, n)
-        decision = _auto_shard.decide(dataset._node, dataset.options())
         sharded, decision = _auto_shard.rewrite(root, dataset.options(), w_count, w_index,
                                                 keep_balanced=options.split == "balanced")
         cap = -(-b // n) if b > 0 else None

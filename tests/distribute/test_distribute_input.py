@@ -234,3 +234,45 @@ def test_errors_in_the_pipeline_reach_the_caller_at_their_step(s2):
     next(it), next(it)
     with pytest.raises(ValueError, match="bad element 5"):
         next(it)
+
+
+# ------------------------------------------------------------------ what one worker of several reads (no processes)
+class _WorkerView:
+    """Stands in for a multi-worker strategy: only what building a distributed dataset asks for."""
+
+    def __init__(self, workers, replicas_per_worker, index):
+        self.num_replicas_in_sync = workers * replicas_per_worker
+        self._w = (workers, index)
+
+    def _input_workers(self):
+        return self._w
+
+
+def worker_pieces(ds, workers, replicas_per_worker, index, options=None):
+    dd = jd.DistributedDataset.from_dataset(_WorkerView(workers, replicas_per_worker, index), ds, options)
+    return [np.asarray(x).tolist() for x in dd._datasets[0]]
+
+
+def test_file_sharded_workers_use_the_rotated_balanced_split(tmp_path):
+    paths = []
+    for f in range(2):
+        paths.append(str(tmp_path / f"f{f}.tfrecord"))
+        with TFRecordWriter(paths[-1]) as w:
+            for i in range(7):
+                w.write(bytes([10 * f + i]))
+    ds = TFRecordDataset(paths).batch(7).map(lambda b: np.frombuffer(b"".join(b), np.uint8).astype(np.int64))
+    # B=7 over 2 workers x 2 replicas: worker 0 cuts its batches [2,2,2,1], worker 1 [2,1,2,2] (rotated by R)
+    assert [len(p) for p in worker_pieces(ds, 2, 2, 0)] == [2, 2, 2, 1]
+    assert worker_pieces(ds, 2, 2, 1) == [[10, 11], [12], [13, 14], [15, 16]]
+
+
+def test_data_sharded_workers_use_the_legacy_split_then_alternate_pieces():
+    ds = Dataset.range(12).batch(6)
+    assert worker_pieces(ds, 2, 2, 0) == [[0, 1], [4, 5], [6, 7], [10, 11]]
+    assert worker_pieces(ds, 2, 2, 1) == [[2, 3], [], [8, 9], []]
+
+
+def test_workers_together_read_every_element_once():
+    ds = Dataset.range(50).batch(8)
+    everything = sorted(x for w in range(3) for p in worker_pieces(ds, 3, 2, w) for x in p)
+    assert everything == list(range(50))
