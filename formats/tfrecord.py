@@ -7,9 +7,11 @@ here, faster than 1 MiB, and kinder to the caches):
 1. ``locate`` walks the headers of a block. Where consecutive records have the same length (the common
    case: fixed-size records, or runs of them) it checks a whole run at once through a strided numpy view of
    the length fields; only where lengths vary does it step record by record (~0.3 µs each).
-2. The length CRCs of every record found are checked together in numpy (``crc.masked_crc32c_rows``), the
-   payloads are sliced out with ``map`` (no Python frame per record) and their CRCs computed by
-   google-crc32c's C code, then compared in one vectorised comparison.
+2. ``check`` verifies them in bulk. A run of same-size records sits at a fixed stride, so its stored CRCs
+   are strided numpy views, its length CRC is one value, and its payloads come out of one strided ``V<n>``
+   view's ``tolist()`` (the bytes objects are made in C). Varying lengths fall back to numpy over all
+   length fields and a list comprehension of slices. Payload CRCs are google-crc32c's C code through
+   ``map`` (no Python frame per record) and are compared with one vectorised comparison.
 3. Records before the first damaged one are returned together with the error, which the caller raises
    after delivering them (tf.data's order).
 
