@@ -22,13 +22,17 @@ def free_port():
         return s.getsockname()[1]
 
 
-def launch(tmp_path, mode, n, start=None, extra=()):
-    """Start ``start`` (default n) of the n workers of a TF_CONFIG cluster; returns their results."""
+def launch(tmp_path, mode, n, start=None, extra=(), chief=False):
+    """Start ``start`` (default n) of the n tasks of a TF_CONFIG cluster (the first one a chief if ``chief``);
+    returns their results."""
     ports = [free_port() for _ in range(n)]
-    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    addrs = [f"127.0.0.1:{p}" for p in ports]
+    cluster = {"chief": addrs[:1], "worker": addrs[1:]} if chief else {"worker": addrs}
+    tasks = ([("chief", 0)] + [("worker", i) for i in range(n - 1)]) if chief else [("worker", i) for i in range(n)]
     procs = []
     for i in range(n if start is None else start):
-        env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}}),
+        task = {"type": tasks[i][0], "index": tasks[i][1]}
+        env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster, "task": task}),
                    JAXFEED_TEST_TIMEOUTS=json.dumps(TIMEOUTS), XLA_FLAGS="--xla_force_host_platform_device_count=2")
         out = tmp_path / f"{mode}_{i}.json"
         procs.append((subprocess.Popen([sys.executable, TASK, mode, str(out), *extra], env=env, cwd=ROOT,
@@ -73,6 +77,12 @@ def test_reduce_and_all_reduce_cross_processes_and_data_is_split_across_workers(
     assert r0["steps"][0] == [[0, 1], [4, 5]] and r1["steps"][0] == [[2, 3], []]
     assert r0["steps"][-1] == [[18], []] and r1["steps"][-1] == [[19], []]
     assert r0["means"] == r1["means"] == [2.5, 8.5, 14.5, 18.5]
+
+
+def test_a_chief_and_a_worker_form_the_group_with_the_chief_first(tmp_path):
+    r0, r1 = (r["result"] for r in launch(tmp_path, "reduce", 2, chief=True))
+    assert r0["task"] == ["chief", 0] and r0["process"] == 0 and r1["process"] == 1
+    assert r0["sum"] == r1["sum"] == 10.0
 
 
 def test_a_worker_that_never_arrives_makes_the_others_fail_with_a_timeout(tmp_path):
