@@ -223,6 +223,16 @@ class Strategy:
             return value.local_values()
         if isinstance(value, Variable):
             return (value.read_value(),) * len(self._local_devices)
+        if isinstance(value, (tuple, list, dict)):  # a nest of per-replica values: a tuple of nests
+            import jax
+
+            is_leaf = lambda x: isinstance(x, (PerReplica, Variable))  # noqa: E731
+            leaves, treedef = jax.tree_util.tree_flatten(value, is_leaf=is_leaf)
+            if any(is_leaf(x) for x in leaves):
+                per_leaf = [self.experimental_local_results(x) for x in leaves]
+                n = max(len(p) for p in per_leaf)
+                per_leaf = [p if len(p) == n else p * n for p in per_leaf]
+                return tuple(treedef.unflatten([p[i] for p in per_leaf]) for i in range(n))
         return (value,)
 
     def experimental_distribute_values_from_function(self, value_fn):

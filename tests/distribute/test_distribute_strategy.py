@@ -360,3 +360,9 @@ def test_default_strategy_runs_functions_directly_and_passes_datasets_through():
     assert s.experimental_distribute_dataset(ds) is ds
     assert s.reduce("SUM", 5.0, axis=None) == 5.0
     assert s.experimental_local_results(4) == (4,)
+
+
+def test_local_results_of_a_nest_is_a_tuple_of_nests(s3):
+    out = s3.run(lambda: {"id": jd.get_replica_context().replica_id_in_sync_group, "one": jnp.float32(1)})
+    results = s3.experimental_local_results(out)
+    assert [int(r["id"]) for r in results] == [0, 1, 2] and all(float(r["one"]) == 1.0 for r in results)
