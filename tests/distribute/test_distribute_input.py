@@ -276,3 +276,15 @@ def test_workers_together_read_every_element_once():
     ds = Dataset.range(50).batch(8)
     everything = sorted(x for w in range(3) for p in worker_pieces(ds, 3, 2, w) for x in p)
     assert everything == list(range(50))
+
+
+def test_reduce_across_replicas_of_uneven_batches_without_an_axis_is_an_error(s3):
+    step = next(iter(s3.experimental_distribute_dataset(off(Dataset.range(4).batch(4)))))  # [0,1],[2],[3]
+    with pytest.raises(ValueError, match=r"different shapes \[\(2,\), \(1,\), \(1,\)\]"):
+        s3.reduce("SUM", step, axis=None)
+
+
+def test_always_balanced_needs_a_static_batch_size(s3):
+    ds = Dataset.range(9).batch(3).unbatch().batch(3).filter(lambda b: True)
+    with pytest.raises(ValueError, match="split='balanced' needs a global batch size known statically"):
+        s3.experimental_distribute_dataset(ds, jd.InputOptions(split="balanced"))
