@@ -94,10 +94,17 @@ def test_unbatched_scalars_are_a_clear_error(s3):
         s3.experimental_distribute_dataset(Dataset.range(4))
 
 
+def batches_of_unknown_size():
+    return Dataset.range(1).flat_map(lambda _: Dataset.range(8).batch(4))  # no batch size found statically
+
+
 def test_unknown_batch_size_uses_the_legacy_split(s3):
-    ds = off(Dataset.range(9).batch(3).unbatch().batch(3).filter(lambda b: True))
-    got = steps(s3, ds)
-    assert got[0] == [[0], [1], [2]]
+    assert steps(s3, off(batches_of_unknown_size())) == [[[0, 1], [2, 3], []], [[4, 5], [6, 7], []]]
+
+
+def test_the_nearest_batch_upstream_gives_the_batch_size(s3):
+    ds = off(Dataset.range(8).batch(4).filter(lambda b: True))
+    assert steps(s3, ds) == [[[0, 1], [2], [3]], [[4, 5], [6], [7]]]
 
 
 def test_element_spec_is_static_only_when_every_replica_size_is(s2, s3):
@@ -285,6 +292,6 @@ def test_reduce_across_replicas_of_uneven_batches_without_an_axis_is_an_error(s3
 
 
 def test_always_balanced_needs_a_static_batch_size(s3):
-    ds = Dataset.range(9).batch(3).unbatch().batch(3).filter(lambda b: True)
+    ds = batches_of_unknown_size()
     with pytest.raises(ValueError, match="split='balanced' needs a global batch size known statically"):
         s3.experimental_distribute_dataset(ds, jd.InputOptions(split="balanced"))
