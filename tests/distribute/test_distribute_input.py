@@ -293,5 +293,5 @@ def test_reduce_across_replicas_of_uneven_batches_without_an_axis_is_an_error(s3
 
 def test_always_balanced_needs_a_static_batch_size(s3):
     ds = batches_of_unknown_size()
-    with pytest.raises(ValueError, match="split='balanced' needs a global batch size known statically"):
+    with pytest.raises(ValueError, match=r"split='balanced'\) needs a global batch size known statically"):
         s3.experimental_distribute_dataset(ds, jd.InputOptions(split="balanced"))
