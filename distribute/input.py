@@ -152,6 +152,15 @@ class DistributedDataset:
 
         return st.map_structure(one, spec)
 
+    def explain(self) -> str:
+        """The auto-shard decision (policy and why) and the graph this worker runs."""
+        from jaxfeed.pipeline import graph
+
+        head = ("distribute_datasets_from_function: no auto-shard, no rebatch" if self.decision is None else
+                f"auto-shard policy {self.decision.applied.name} (requested {self.decision.requested.name}): "
+                f"{self.decision.reason}")
+        return head + "\n" + "\n\n".join(graph.describe(d._node) for d in self._datasets)
+
     # ------------------------------------------------------------------ protocol
     @property
     def element_spec(self):

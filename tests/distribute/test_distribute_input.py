@@ -295,3 +295,9 @@ def test_always_balanced_needs_a_static_batch_size(s3):
     ds = batches_of_unknown_size()
     with pytest.raises(ValueError, match=r"split='balanced'\) needs a global batch size known statically"):
         s3.experimental_distribute_dataset(ds, jd.InputOptions(split="balanced"))
+
+
+def test_explain_says_which_policy_and_split_this_worker_runs(s3):
+    text = s3.experimental_distribute_dataset(Dataset.range(8).batch(4)).explain()
+    assert "policy DATA (requested AUTO)" in text and "unshardable source" in text
+    assert "LegacyRebatch(num_replicas=3)" in text and "Shard(num_shards=1, index=0" in text
