@@ -307,3 +307,23 @@ def test_interleave_of_files_follows_the_reader_order():
     ds = files.interleave(lambda i, n: Dataset.range(n).map(lambda r: i * 10 + r), cycle_length=2,
                           num_parallel_calls=2)
     assert values(ds) == [0, 10, 1, 2, 20, 21, 30, 31]
+
+
+def test_parallel_interleave_of_tfrecord_files_with_ignore_errors_skips_the_damaged_file_tail(tmp_path):
+    tfrecord = pytest.importorskip("jaxfeed.formats.tfrecord")
+    from jaxfeed.formats.tfrecord_dataset import TFRecordDataset
+
+    for f in range(3):
+        data = tfrecord.frame_many([b"f%d-r%d" % (f, r) for r in range(4)])
+        if f == 1:  # damage the third record's payload: records 0 and 1 survive
+            third = len(tfrecord.frame_many([b"f1-r0", b"f1-r1"]))
+            data = data[:third + 12] + b"X" + data[third + 13:]
+        (tmp_path / f"part-{f}.tfrecord").write_bytes(data)
+    files = Dataset.list_files(str(tmp_path / "*.tfrecord"), shuffle=False)
+    it = iter(files.interleave(TFRecordDataset, cycle_length=3, num_parallel_calls=3).ignore_errors())
+    out = list(it)
+    # what the reader does after the damage is the reader's business; everything else must come through
+    assert {b"f0-r%d" % r for r in range(4)} | {b"f1-r0", b"f1-r1"} | {b"f2-r%d" % r for r in range(4)} <= set(out)
+    assert b"f1-r2" not in out and out[:4] == [b"f0-r0", b"f1-r0", b"f2-r0", b"f0-r1"]
+    (skip,) = it.skipped
+    assert skip["error"].startswith("DataLossError") and skip["filename"].endswith("part-1.tfrecord")
