@@ -57,6 +57,21 @@ def write_tfrecords(folder: str, total_mb: int, files: int = 4) -> tuple[list, i
     return names, per_file * files, sum(os.path.getsize(n) for n in names)
 
 
+def write_varying_tfrecords(folder: str, total_mb: int) -> tuple[list, int, int]:
+    """One file of records of 512..1536 bytes (1 KiB on average): no runs of equal sizes to exploit."""
+    from jaxfeed.formats import TFRecordWriter
+
+    os.makedirs(folder, exist_ok=True)
+    rng = np.random.default_rng(2)
+    sizes = rng.integers(512, 1537, total_mb * (1 << 20) // RECORD_BYTES)
+    bounds = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+    blob = rng.integers(0, 256, bounds[-1], dtype=np.uint8).tobytes()
+    name = os.path.join(folder, "bench-varying.tfrecord")
+    with TFRecordWriter(name) as w:
+        w.write_many([blob[a:b] for a, b in zip(bounds[:-1], bounds[1:])])
+    return [name], len(sizes), bounds[-1]
+
+
 def raw_read(names, block: int | None = READ_BLOCK) -> None:
     for name in names:
         with open(name, "rb", buffering=0) as f:
@@ -152,12 +167,16 @@ def run(tmpdir: str, total_mb: int = 128, parquet_rows: int = 2_000_000, repeats
     ours_nocrc = _best(lambda: tfrecord_next_many(names, n_records, verify=False), repeats)
     loop = _best(lambda: tfrecord_for_loop(names, n_records), repeats)
     batched = _best(lambda: tfrecord_batched(names, n_records), repeats)
+    vnames, v_records, v_payload = write_varying_tfrecords(os.path.join(tmpdir, "tfrecord-varying"), total_mb)
+    varying = _best(lambda: tfrecord_next_many(vnames, v_records), repeats)
     tf = {
         "clock": "process_time (CPU s)", "record_bytes": RECORD_BYTES, "records": n_records, "file_mb": file_bytes / 1e6,
         "raw_read_4MiB_blocks_GBps": file_bytes / raw_block / 1e9,
         "raw_read_whole_file_GBps": file_bytes / raw_whole / 1e9,
         "next_many_records_per_s": n_records / ours, "next_many_MBps": payload_mb / ours,
         "next_many_no_crc_MBps": payload_mb / ours_nocrc,
+        "varying_512_1536B_next_many_MBps": v_payload / 1e6 / varying,
+        "varying_512_1536B_records_per_s": v_records / varying,
         "for_loop_records_per_s": n_records / loop, "for_loop_MBps": payload_mb / loop,
         "batch_1024_MBps": payload_mb / batched,
         "vs_raw_4MiB_blocks": (file_bytes / ours) / (file_bytes / raw_block),
