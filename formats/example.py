@@ -315,8 +315,7 @@ def parse_sequence_example(serialized, context_features=None, sequence_features=
                                                f"record {i}.", what)
                 steps_per_record.append([])
                 continue
-            steps = list(lists[fname].feature)
-            steps_per_record.append(_lists([{fname: s} for s in steps], fname, kind, f"{what} (record {i})"))
+            steps_per_record.append(_step_values(list(lists[fname].feature), fname, kind, what, i))
         counts = np.array([len(s) for s in steps_per_record], dtype=np.int64)
         lengths[fname] = counts
         flat_steps = list(_chain(steps_per_record))
@@ -337,6 +336,19 @@ def parse_sequence_example(serialized, context_features=None, sequence_features=
         else:
             raise TypeError(f"{what}: unsupported sequence feature spec for '{fname}': {spec!r}")
     return context, sequences, lengths
+
+
+def _step_values(steps: list, name: str, kind: str, what: str, record: int) -> list:
+    """The value containers of one record's feature-list steps (as ``_lists`` does for features)."""
+    values = list(map(_VALUES[kind], steps))
+    for j in [j for j, v in enumerate(values) if not v]:
+        which = steps[j].WhichOneof("kind")
+        if which is None:
+            values[j] = ()
+        elif which != kind:
+            raise InvalidArgumentError(f"{what}: step {j} of feature list '{name}' in record {record} holds "
+                                       f"{which}, but the spec asks for {kind}.", what)
+    return values
 
 
 def parse_single_sequence_example(serialized, context_features=None, sequence_features=None,

@@ -148,3 +148,17 @@ def test_parse_after_batch_keeps_varlen_values_and_resumes(data_dir):
     batches = assert_resumes_everywhere(lambda: ds)
     assert isinstance(batches[0]["tokens"], VarLenValue) and batches[0]["tokens"].row_splits[0] == 0
     assert np.concatenate([b["id"] for b in batches]).tolist() == list(range(64))
+
+
+def test_wrong_type_in_a_feature_list_step_names_step_feature_and_record():
+    good = make_sequence_example({}, {"x": [[1.0]]}).SerializeToString()
+    bad = make_sequence_example({}, {"x": [[1.0], [2]]}).SerializeToString()
+    with pytest.raises(errors.InvalidArgumentError, match=r"step 1 of feature list 'x' in record 1 holds int64_list"):
+        parse_sequence_example([good, bad], None, {"x": FixedLenSequenceFeature([], np.float32)})
+
+
+def test_varlen_sequence_feature_gives_values_over_all_steps():
+    record = make_sequence_example({}, {"t": [[1, 2], [], [3]]}).SerializeToString()
+    _, seqs, lengths = parse_sequence_example([record, record], None, {"t": VarLenFeature(np.int64)})
+    assert lengths["t"].tolist() == [3, 3]
+    assert [v.tolist() for v in seqs["t"].to_list()] == [[1, 2], [], [3]] * 2
