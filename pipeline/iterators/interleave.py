@@ -27,7 +27,8 @@ from .base import Iterator
 from .blocks import Failure
 from .flat_map import open_inner
 
-READ_AHEAD = 64  # elements per read of an inner iterator, at least
+READ_AHEAD = 256  # elements per read of an inner iterator (at least block_length)
+READ_BYTES = 1 << 20  # ...but for records of bytes, about this many bytes per read (large images)
 
 
 class Slot:
@@ -120,6 +121,12 @@ class SlotCycle(Iterator):
 
     def _consumed(self, slot: Slot) -> None:
         """Elements left ``slot.buffer`` (lock held)."""
+
+    def _adapt(self, items: list) -> None:
+        """Size reads of byte records by bytes, so read-ahead of large records stays bounded."""
+        if items and type(items[0]) is bytes:
+            average = sum(map(len, items)) / len(items)
+            self._read = max(self._block_length, min(READ_AHEAD, int(READ_BYTES // max(average, 1.0))))
 
     # ------------------------------------------------------------------ consumer
     def _advance(self):
@@ -244,5 +251,7 @@ class InterleaveIterator(SlotCycle):
         return Slot(element, self._position - 1)
 
     def _await(self, slot, have_output):
-        slot.add(*slot.read(self.node, self.ctx, self._read))
+        items, ended = slot.read(self.node, self.ctx, self._read)
+        self._adapt(items)
+        slot.add(items, ended)
         return True
