@@ -17,6 +17,7 @@ run time (a Dataset of names) reads files in order, unit by unit, with (file, un
 from __future__ import annotations
 
 import collections
+import threading
 
 import numpy as np
 import pyarrow as pa
@@ -105,9 +106,24 @@ class ArrowReader(FileReaderNode):
         self.columns = None if columns is None else [str(c) for c in columns]
         self.batch_size = None if batch_size is None else int(batch_size)
         self.unit_shard = unit_shard
+        self._reset_caches()
+
+    def _reset_caches(self):
         self._index = None
         self._cache: collections.OrderedDict = collections.OrderedDict()
         self._open: dict = {}
+        # gather runs on batch's worker threads too: one reader at a time per node (a file handle seeks)
+        self._lock = threading.RLock()
+
+    def __getstate__(self):  # open files, caches and the lock stay behind (process executors pickle graphs)
+        state = self.__dict__.copy()
+        for key in ("_index", "_cache", "_open", "_lock"):
+            state.pop(key, None)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._reset_caches()
 
     def params(self):
         return {"columns": self.columns, "batch_size": self.batch_size, "unit_shard": self.unit_shard}
@@ -115,13 +131,14 @@ class ArrowReader(FileReaderNode):
     # ------------------------------------------------------------------ metadata
     def open(self, url: str) -> _File:
         """The open file (a few stay open: consecutive units usually come from the same file)."""
-        f = self._open.pop(url, None)
-        if f is None:
-            f = _File(url, self.format, self.columns)
-            while len(self._open) >= _OPEN_FILES:
-                self._open.pop(next(iter(self._open))).close()
-        self._open[url] = f  # most recently used last
-        return f
+        with self._lock:
+            f = self._open.pop(url, None)
+            if f is None:
+                f = _File(url, self.format, self.columns)
+                while len(self._open) >= _OPEN_FILES:
+                    self._open.pop(next(iter(self._open))).close()
+            self._open[url] = f  # most recently used last
+            return f
 
     def units(self) -> list:
         """(file, unit, rows) for every row group / record batch this dataset reads, in order."""
@@ -135,6 +152,10 @@ class ArrowReader(FileReaderNode):
         return units
 
     def _units_index(self):
+        with self._lock:
+            return self._build_index()
+
+    def _build_index(self):
         if self._index is None:
             units = self.units()
             starts = np.zeros(len(units) + 1, dtype=np.int64)
@@ -144,7 +165,12 @@ class ArrowReader(FileReaderNode):
 
     def with_inputs(self, inputs):
         new = super().with_inputs(inputs)
-        new._index, new._cache, new._open = None, collections.OrderedDict(), {}
+        new._reset_caches()
+        return new
+
+    def replace(self, **attributes):
+        new = super().replace(**attributes)
+        new._reset_caches()
         return new
 
     def compute_spec(self):
@@ -180,15 +206,16 @@ class ArrowReader(FileReaderNode):
 
     def unit_columns(self, k: int) -> dict:
         """Unit k's columns as numpy (cached: consecutive batches come from the same row group)."""
-        cols = self._cache.get(k)
-        if cols is None:
-            units = self._units_index()[0]
-            name, unit, _ = units[k]
-            cols = self.open(name).read(unit)
-            self._cache[k] = cols
-            while len(self._cache) > _CACHE_UNITS:
-                self._cache.popitem(last=False)
-        return cols
+        with self._lock:
+            cols = self._cache.get(k)
+            if cols is None:
+                units = self._units_index()[0]
+                name, unit, _ = units[k]
+                cols = self.open(name).read(unit)
+                self._cache[k] = cols
+                while len(self._cache) > _CACHE_UNITS:
+                    self._cache.popitem(last=False)
+            return cols
 
     def gather(self, indices):
         indices = np.asarray(indices, dtype=np.int64)
@@ -294,8 +321,7 @@ class _ArrowDatasetBase(Dataset):
 
             raise InvalidArgumentError(f"shard_units: index {index} out of range for {num_shards} shards",
                                        "shard_units")
-        return type(self)(None, _node=self._node.replace(unit_shard=(int(num_shards), int(index)), _index=None,
-                                                         _cache=collections.OrderedDict(), _open={}))
+        return type(self)(None, _node=self._node.replace(unit_shard=(int(num_shards), int(index))))
 
 
 class ParquetDataset(_ArrowDatasetBase):

@@ -122,3 +122,18 @@ def test_a_shard_put_on_the_file_names_reads_only_those_files(parquet_files):
     node = ParquetDataset(parquet_files)._node
     sharded = node.with_inputs([Dataset.from_tensor_slices(parquet_files).shard(2, 1)._node])
     assert [r["id"] for r in Dataset(sharded)] == list(range(N, 2 * N))
+
+
+def test_parallel_batch_gathers_the_same_rows(parquet_files):
+    plain = list(ParquetDataset(parquet_files).batch(4))
+    parallel = list(ParquetDataset(parquet_files).batch(4, num_parallel_calls=4))
+    assert [b["id"].tolist() for b in parallel] == [b["id"].tolist() for b in plain]
+
+
+def test_node_pickles_without_its_open_files(parquet_files):
+    import pickle
+
+    node = ParquetDataset(parquet_files)._node
+    node.gather(np.arange(3))
+    copy = pickle.loads(pickle.dumps(node))
+    assert copy.gather(np.arange(3))["id"].tolist() == [0, 1, 2]
