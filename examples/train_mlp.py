@@ -105,8 +105,9 @@ def main(argv=None):
     if args.tfrecord:
         import time
 
-        while len([f for f in os.listdir(args.tfrecord) if f.endswith(".tfrecord")]) < 4:
-            time.sleep(0.05)
+        while not os.path.isdir(args.tfrecord) or len(
+                [f for f in os.listdir(args.tfrecord) if f.endswith(".tfrecord")]) < 4:
+            time.sleep(0.05)  # another worker (the chief) is writing them
 
     rng = np.random.default_rng(1)
     hidden = 16

@@ -100,3 +100,12 @@ def test_a_worker_that_dies_during_run_makes_jax_terminate_the_others(tmp_path):
     r0, r1 = launch(tmp_path, "die_in_run", 2)
     assert r0["rc"] != 0 and r0["result"] is None
     assert "stopped sending heartbeats" in r0["log"] or "another task died" in r0["log"]
+
+
+def test_file_sharded_training_from_tfrecords_keeps_workers_identical(tmp_path):
+    results = launch(tmp_path, "train", 2, extra=["--tfrecord", str(tmp_path / "data")])
+    for r in results:
+        assert r["rc"] == 0 and r["result"] and "error" not in r["result"], r["log"][-2000:]
+    a, b = (r["result"] for r in results)
+    assert a["params"] == b["params"] and a["losses"] == b["losses"]
+    assert a["losses"][-1] < a["losses"][0]
