@@ -1,10 +1,13 @@
 """filter, flat_map and interleave (sequential and parallel) against tf.data semantics
 (shared/reference/tfdata-semantics.md sections 3.2-3.4)."""
 
+import itertools
 import threading
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jaxfeed.pipeline import AUTOTUNE, Dataset, Options, TensorSpec, errors
 from jaxfeed.pipeline.dataset import UNKNOWN_CARDINALITY
@@ -160,24 +163,23 @@ def slot_model(sizes, cycle, block):
     return out
 
 
-@pytest.mark.parametrize("parallel", [False, True])
-def test_interleave_in_big_blocks_matches_the_slot_model(parallel):
+@settings(max_examples=60, deadline=None, database=None)
+@given(sizes=st.lists(st.integers(0, 400), min_size=1, max_size=9), cycle=st.integers(1, 4),
+       block=st.integers(1, 4), parallel=st.booleans(), reads=st.lists(st.sampled_from([1, 7, 64, 1000]),
+                                                                          min_size=1, max_size=4))
+def test_interleave_in_any_read_sizes_matches_the_slot_model(sizes, cycle, block, parallel, reads):
     # next_many with large n takes the woven path (whole rounds at once); small n the element path
-    rng = np.random.default_rng(1)
-    for _ in range(12):
-        sizes = rng.integers(0, 300, size=int(rng.integers(1, 10))).tolist()
-        cycle, block = int(rng.integers(1, 5)), int(rng.integers(1, 5))
-        kwargs = dict(num_parallel_calls=cycle) if parallel else {}
-        ds = Dataset.from_tensor_slices(np.array(sizes, dtype=np.int64)).enumerate().interleave(
-            lambda i, n: Dataset.range(n).map(lambda j: i * 1000 + j), cycle_length=cycle, block_length=block,
-            **kwargs)
-        it, out = iter(ds), []
-        while True:
-            got = it.next_many(int(rng.choice([1, 7, 64, 1000])))
-            if not got:
-                break
-            out.extend(int(x) for x in got)
-        assert out == slot_model(sizes, cycle, block), (sizes, cycle, block)
+    kwargs = dict(num_parallel_calls=cycle) if parallel else {}
+    ds = Dataset.from_tensor_slices(np.array(sizes, dtype=np.int64)).enumerate().interleave(
+        lambda i, n: Dataset.range(n).map(lambda j: i * 1000 + j), cycle_length=cycle, block_length=block, **kwargs)
+    it, out = iter(ds), []
+    for k in itertools.cycle(reads):
+        got = it.next_many(k)
+        if not got:
+            break
+        out.extend(int(x) for x in got)
+    it.close()
+    assert out == slot_model(sizes, cycle, block)
 
 
 def test_nondeterministic_parallel_interleave_keeps_the_multiset():
