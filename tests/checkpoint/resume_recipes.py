@@ -334,6 +334,8 @@ def recipes(directory: str, max_ops: int = 5, ops: list[str] | None = None, requ
                 ragged = rows.pop()
             elif op == "rebatch":
                 ragged = rows[-1] or not p["drop"]
+            elif op in ("zip", "enumerate"):
+                rows = []  # a scalar component joins the element: it is not a batch any more
         from hypothesis import assume
 
         assume(placed)  # a required op the drawn element structure never allowed

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 
 import resume_recipes as R
 from jaxfeed.pipeline import Dataset, checkpoint
+from jaxfeed.pipeline.errors import InvalidArgumentError
 from jaxfeed.pipeline.testing import assert_elements_equal
 
 jd = pytest.importorskip("jaxfeed.distribute")
@@ -37,7 +38,13 @@ def worker_outputs(recipe, index):
 @settings(max_examples=12, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(R.recipes(FILES, ops=OPS, max_ops=4))
 def test_two_auto_sharded_workers_each_resume_exactly_after_every_element(recipe):
-    expected = [worker_outputs(recipe, i) for i in range(2)]
+    from hypothesis import assume
+
+    try:
+        expected = [worker_outputs(recipe, i) for i in range(2)]
+    except InvalidArgumentError as e:  # auto-shard's rule: fewer elements than workers is an error
+        assume("not enough" not in str(e))
+        raise
     if max(map(len, expected)) > R.MAX_ELEMENTS:
         recipe = dict(recipe, ops=recipe["ops"] + [["take", {"count": R.MAX_ELEMENTS}]])
         expected = [worker_outputs(recipe, i) for i in range(2)]

@@ -73,6 +73,7 @@ def test_random_pipeline_resumes_exactly_after_every_element(recipe):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 @settings(max_examples=600, **SETTINGS)
 @given(R.recipes(FILES, ops=OPS, max_ops=7))
 def test_random_pipeline_resumes_exactly_after_every_element_many_examples(recipe):
