@@ -15,7 +15,8 @@ slicing instead of element by element. The sequential iterator reads a slot when
 its buffer is empty; the parallel one (``parallel_interleave.py``) has worker threads read ahead.
 
 State: the input's state, ``c``, ``b`` and, per slot, the input element and its position (the inner
-dataset is rebuilt from them on restore), the inner iterator's state and the buffered elements.
+dataset is rebuilt from them on restore), the inner iterator's state and the buffered elements (at most
+about two reads per slot: ``READ_AHEAD`` elements, or ``READ_BYTES`` of byte records).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from .blocks import Failure
 from .flat_map import open_inner
 
 READ_AHEAD = 256  # elements per read of an inner iterator (at least block_length)
-READ_BYTES = 1 << 20  # ...but for records of bytes, about this many bytes per read (large images)
+READ_BYTES = 1 << 18  # ...but for byte records about this many bytes (large images): bounds memory and state
 
 
 class Slot:
