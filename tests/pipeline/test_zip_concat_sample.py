@@ -102,7 +102,8 @@ def test_zip_error_takes_its_position_and_iteration_goes_on():
 
 
 def test_zip_resumes_everywhere():
-    assert_resumes_everywhere(lambda: Dataset.zip(streaming(Dataset.range(6)), Dataset.range(3, 20).map(lambda x: x * 2)))
+    assert_resumes_everywhere(
+        lambda: Dataset.zip(streaming(Dataset.range(6)), Dataset.range(3, 20).map(lambda x: x * 2)))
 
 
 # ----------------------------------------------------------------------------------------- concatenate
