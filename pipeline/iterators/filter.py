@@ -89,7 +89,9 @@ class PredicateIterator(Iterator):
         return False
 
     def _take(self, n: int) -> list:
-        if not len(self._ready) and not self._pull(min(n, BLOCK)):
+        # whole blocks even when fewer are asked for (a batch asks for what it still lacks); one at a time
+        # only for one-at-a-time consumers
+        if not len(self._ready) and not self._pull(BLOCK if n > 1 else 1):
             return []
         return self._ready.take(n)
 
