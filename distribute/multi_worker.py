@@ -9,10 +9,11 @@ Replicas are all devices of all processes, in process order. Distributed dataset
 with the auto-shard policy, then split across each worker's local devices.
 
 Timeouts (what users see when a peer dies or never arrives):
-- ``initialization_timeout`` (default 60 s): before JAX joins the processes, the tasks meet on their TF_CONFIG
+- ``initialization_timeout`` (default 300 s): before JAX joins the processes, the tasks meet on their TF_CONFIG
   addresses (``cluster.rendezvous``); a task that never arrives makes ``MultiWorkerMirroredStrategy()`` raise
   ``TimeoutError`` on the others, naming the missing task and its address.
-- ``step_timeout`` (default 60 s): distributed iterators agree on every step (whether any worker still has
+- ``step_timeout`` (default 300 s; raise it for pipelines that need longer for one step, e.g. to fill a
+  large shuffle buffer): distributed iterators agree on every step (whether any worker still has
   data, and every replica's batch size) through the coordination service; a worker that does not report
   within the timeout makes the others raise ``TimeoutError`` naming the worker and the step.
 - ``heartbeat_timeout`` (default 30 s): JAX's coordination service declares a silent peer dead after this
@@ -35,8 +36,8 @@ KV_PREFIX = "jaxfeed/distribute"
 
 
 class MultiWorkerMirroredStrategy(MeshStrategy):
-    def __init__(self, cluster_resolver=None, communication_options=None, *, initialization_timeout=60,
-                 heartbeat_timeout=30, step_timeout=60, num_logical_devices=1):
+    def __init__(self, cluster_resolver=None, communication_options=None, *, initialization_timeout=300,
+                 heartbeat_timeout=30, step_timeout=300, num_logical_devices=1):
         super().__init__()
         self._resolver = cluster_resolver if cluster_resolver is not None else TFConfigClusterResolver()
         self._step_timeout_ms = int(step_timeout * 1000)
