@@ -9,6 +9,8 @@ of the kept elements are passed on, so a later ``batch`` still gathers once.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from .. import structure
@@ -20,29 +22,35 @@ BLOCK = 256
 
 
 def verdicts(predicate, block: list, label: str, first_position: int) -> tuple[list, bool]:
-    """``([True | False | Failure per element], any failure)``."""
-    out = []
-    append = out.append
+    """``([verdict per element], any failure)``: a verdict is a bool (Python or numpy) or a ``Failure`` (the
+    predicate raised, or returned something other than a scalar bool)."""
+    out: list = []
     failed = False
-    unpack = type(block[0]) is tuple
-    for i, x in enumerate(block):
+    it = iter(block)
+    calls = itertools.starmap if type(block[0]) is tuple else map
+    while True:  # one C-level loop; after an exception it resumes after the failed element
         try:
-            v = predicate(*x) if unpack else predicate(x)
+            out.extend(calls(predicate, it))
+            break
         except Exception as e:  # noqa: BLE001 - user code; raised in the consumer, in place
-            append(Failure(in_transformation(e, label, first_position + i)))
+            out.append(Failure(in_transformation(e, label, first_position + len(out))))
             failed = True
-            continue
-        t = type(v)
-        if t is bool:
-            append(v)
-        elif t is np.bool_ or (t is np.ndarray and v.shape == () and v.dtype == np.bool_):
-            append(bool(v))
-        else:
-            append(Failure(ValueError(
-                f"Invalid `predicate` of {label}: it must return a scalar bool, but returned {_describe(v)} "
-                f"for input element {first_position + i}.")))
-            failed = True
+    if not set(map(type, out)) <= _VERDICT_TYPES:
+        out = [_checked(v, label, first_position + i) for i, v in enumerate(out)]
+        failed = failed or any(type(v) is Failure for v in out)
     return out, failed
+
+
+_VERDICT_TYPES = {bool, np.bool_, Failure}
+
+
+def _checked(v, label: str, position: int):
+    if type(v) in _VERDICT_TYPES:
+        return v
+    if type(v) is np.ndarray and v.shape == () and v.dtype == np.bool_:
+        return bool(v)
+    return Failure(ValueError(f"Invalid `predicate` of {label}: it must return a scalar bool, but returned "
+                              f"{_describe(v)} for input element {position}."))
 
 
 def _describe(value) -> str:
@@ -63,7 +71,8 @@ class PredicateIterator(Iterator):
         self._ready = Delivery()
         self._stopped = False  # take_while met its first False
 
-    def _select(self, items: list, verdict: list) -> list:
+    def _select(self, items: list, verdict: list, failed: bool) -> list:
+        """The items to deliver (failures in place) for these verdicts."""
         raise NotImplementedError
 
     def _pull(self, n: int) -> bool:
@@ -81,7 +90,7 @@ class PredicateIterator(Iterator):
                     return False
             verdict, failed = verdicts(self.node.predicate, block, self._label, self._position)
             self._position += len(block)
-            kept = self._select(items, verdict)
+            kept = self._select(items, verdict, failed)
             if kept:
                 self._ready = Delivery(kept, failed)
                 return True
@@ -127,6 +136,7 @@ class PredicateIterator(Iterator):
 
 
 class FilterIterator(PredicateIterator):
-    def _select(self, items, verdict):
-        # failures stay in place; elements judged False are dropped
-        return [v if type(v) is Failure else x for x, v in zip(items, verdict) if v is not False]
+    def _select(self, items, verdict, failed):
+        if not failed:
+            return list(itertools.compress(items, verdict))
+        return [v if type(v) is Failure else x for x, v in zip(items, verdict) if type(v) is Failure or v]
