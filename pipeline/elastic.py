@@ -14,8 +14,9 @@ G's order. A job restarted from that point can be resumed elastically again (pas
 started from as ``previous`` to ``merge_states``).
 
 Which pipelines are supported (``check_supported`` refuses the others, naming the node):
-- G must be deterministic: no unseeded random transformation, no ``from_generator`` or function declared
-  ``stateful=True``, no parallel stage with ``deterministic=False``. Seeded shuffles (also
+- G must be deterministic: no unseeded random transformation, no ``from_generator``, no function declared
+  ``stateful=True`` or found stateful by ``jaxfeed.determinism``'s inspection (global RNGs, captured
+  mutable state, I/O, clocks), no parallel stage with ``deterministic=False``. Seeded shuffles (also
   ``reshuffle_each_iteration``, keyed on the saved iteration), seeded ``map(with_rng=True)``,
   ``filter``/``flat_map``/``interleave`` with pure functions, batch, window, take/skip/repeat are all fine:
   positions are counted in G's *output*, so what happens inside G does not matter -- a ``filter`` with a
@@ -183,8 +184,25 @@ def check_supported(dataset, allow_replay: bool = False) -> None:
         elif node.reads_files and not allow_replay:
             why = ("reads files as a stream: a restored worker would re-read every element before its first "
                    "position (pass allow_replay=True to accept that)")
+        if why is None and getattr(node, "stateful", None) is not False:
+            why = _hidden_state(node)
         if why is not None:
             raise FailedPreconditionError(f"elastic resume does not support this pipeline: {label} {why}.", label)
+
+
+def _hidden_state(node) -> str | None:
+    """Why a node's functions look stateful to ``jaxfeed.determinism``'s inspection, if they do."""
+    try:
+        from jaxfeed.determinism.inspection import analyse
+    except ImportError:  # pragma: no cover - the determinism package is part of jaxfeed
+        return None
+    for role, fn in node.functions().items():
+        report = analyse(fn)
+        if report.stateful or report.unimplemented:
+            found = report.reason() or "; ".join(str(f) for f in report.unimplemented[:3])
+            return (f"has a {role} that is not a pure function ({found}); declare stateful=False if it is one "
+                    "after all")
+    return None
 
 
 # =============================================================================================== workers

@@ -135,6 +135,15 @@ def test_nondeterministic_pipeline_is_refused_naming_the_node(make, node):
         elastic.worker_dataset(make(), 2, 0)
 
 
+def noisy_keep(x):
+    return np.random.rand() < 0.5
+
+
+def test_filter_whose_predicate_draws_from_the_global_rng_is_refused_naming_it():
+    with pytest.raises(errors.FailedPreconditionError, match=r"Filter\(.*not a pure function.*numpy.random"):
+        elastic.worker_dataset(Dataset.range(10).filter(noisy_keep), 2, 0)
+
+
 def test_streaming_source_is_refused_unless_replay_is_allowed(tmp_path):
     text = pytest.importorskip("jaxfeed.formats.text")
     path = tmp_path / "a.txt"
