@@ -194,8 +194,7 @@ def _hint(node) -> str:
                 reasons.append(f"{role} uses {f}")
     except Exception:  # noqa: BLE001 - a hint must not break the report
         pass
-    if getattr(node, "deterministic", None) is False or (
-            getattr(node, "num_parallel_calls", None) is not None and not reasons):
+    if getattr(node, "deterministic", None) is False and getattr(node, "num_parallel_calls", None) is not None:
         reasons.append(f"a parallel stage (num_parallel_calls={node.num_parallel_calls}, "
                        f"deterministic={getattr(node, 'deterministic', None)}) may deliver out of order")
     return "; ".join(reasons)
@@ -240,9 +239,37 @@ def check_determinism(dataset_or_fn: Dataset | Callable[[], Dataset], runs: int 
             break
     if not report.deterministic and bisect:
         culprit = _culprit(node, opts, variants, runs, max_elements)
+        hint = _hint(culprit)
+        if not hint:
+            # Timing-dependent nondeterminism may not show in every run of a prefix, so the bisection can
+            # stop above its source. A node with no known source of nondeterminism is deterministic given
+            # its input: blame the nearest node below it that has one.
+            below = _nearest_suspect(culprit)
+            if below is not None:
+                hint = (f"{_hint(below)} (the bisection stopped at {culprit.label()}, which is deterministic "
+                        "given its input; this is the nearest node below it that can reorder or draw fresh "
+                        "randomness)")
+                culprit = below
         report.culprit = culprit.label()
-        report.culprit_hint = _hint(culprit)
+        report.culprit_hint = hint
     return report
+
+
+def _nearest_suspect(node):
+    """The closest node under ``node`` with a known source of nondeterminism, or None."""
+    frontier = list(node.inputs)
+    seen = set()
+    while frontier:
+        nxt = []
+        for n in frontier:
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            if _hint(n):
+                return n
+            nxt.extend(n.inputs)
+        frontier = nxt
+    return None
 
 
 # ------------------------------------------------------------------------------------ command line

@@ -3,8 +3,6 @@
 import os
 import subprocess
 import sys
-import time
-
 import numpy as np
 import pytest
 
@@ -38,15 +36,14 @@ def test_stateful_map_with_global_rng_is_caught_and_blamed():
 
 
 def test_parallel_map_with_deterministic_false_and_uneven_work_is_caught_and_blamed():
-    def slow_sometimes(x):
-        if x == 4:  # one slow element early on: later blocks finish first
-            time.sleep(0.05)
-        return x
+    from determinism_pipelines import UnevenWork
 
-    ds = Dataset.range(32).map(lambda x: x + 1).map(slow_sometimes, num_parallel_calls=2, deterministic=False)
-    report = checker.check_determinism(ds, parallelism=[1, 2])
+    def build():
+        return Dataset.range(32).map(lambda x: x + 1).map(UnevenWork(), num_parallel_calls=2, deterministic=False)
+
+    report = checker.check_determinism(build, variants=[{"deterministic": True}, {"deterministic": False}])
     assert not report
-    assert "slow_sometimes" in report.culprit and "deterministic=False" in report.culprit
+    assert "UnevenWork" in report.culprit and "deterministic=False" in report.culprit
 
 
 def test_report_names_the_first_diverging_element_and_leaf():
@@ -131,3 +128,10 @@ def test_main_with_enable_reports_a_refused_pipeline(capsys, monkeypatch):
     monkeypatch.syspath_prepend(HERE)
     assert checker.main(["determinism_pipelines:unseeded_shuffle", "--enable"]) == 1
     assert "set_random_seed" in capsys.readouterr().out
+
+
+def test_culprit_without_a_known_cause_is_moved_to_the_nearest_suspect_below():
+    ds = Dataset.range(10).map(lambda x: x * 2, num_parallel_calls=2, deterministic=False).map(lambda x: x + 1)
+    top = ds._node
+    assert checker._nearest_suspect(top) is top.inputs[0]
+    assert checker._nearest_suspect(Dataset.range(3).map(lambda x: x)._node) is None
