@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxfeed.pipeline import structure
 from jaxfeed.pipeline import structure as st
 from jaxfeed.pipeline.iterators.base import Iterator
 from jaxfeed.pipeline.nodes.base import UNKNOWN
@@ -38,7 +37,7 @@ def legacy_sizes(b: int, n: int) -> list[int]:
 
 
 def _per_replica_spec(spec):
-    return structure.map_structure(lambda s: s.unbatched().with_leading(None) if s.shape else s, spec)
+    return st.map_structure(lambda s: s.unbatched().with_leading(None) if s.shape else s, spec)
 
 
 class BalancedRebatch(PassThrough):
@@ -91,13 +90,13 @@ class LegacyRebatch(PassThrough):
 
 
 def _rows(batch, start, stop):
-    return structure.map_structure(lambda a: a[start:stop], batch)
+    return st.map_structure(lambda a: a[start:stop], batch)
 
 
 def _concat(parts):
     if len(parts) == 1:
         return parts[0]
-    return structure.map_structure(lambda *xs: np.concatenate(xs, axis=0), *parts)
+    return st.map_structure(lambda *xs: np.concatenate(xs, axis=0), *parts)
 
 
 class BalancedRebatchIterator(Iterator):
@@ -174,7 +173,7 @@ class LegacyRebatchIterator(Iterator):
         if self._batch is None:
             self._batch = self.input.next()  # StopIteration ends this iterator too
             self._piece = 0
-        b = structure.batched_len(self._batch)
+        b = st.batched_len(self._batch)
         c = -(-b // self._n)
         i = self._piece
         out = _rows(self._batch, min(i * c, b), min((i + 1) * c, b))
@@ -188,10 +187,10 @@ class LegacyRebatchIterator(Iterator):
 
     def get_state(self):
         return {"input": self.input.get_state(), "piece": self._piece,
-                "batch": None if self._batch is None else structure.flatten(self._batch)}
+                "batch": None if self._batch is None else st.flatten(self._batch)}
 
     def set_state(self, state):
         self.input.set_state(state["input"])
         self._piece = int(state["piece"])
         spec = self.node.inputs[0].element_spec
-        self._batch = None if state["batch"] is None else structure.pack_as(spec, state["batch"])
+        self._batch = None if state["batch"] is None else st.pack_as(spec, state["batch"])

@@ -30,7 +30,6 @@ def main(argv=None):
     import jax
     import jax.numpy as jnp
     import numpy as np
-    from jax.sharding import PartitionSpec as P
 
     from jaxfeed import distribute as jd
     from jaxfeed.pipeline import AutoShardPolicy, Dataset, Options

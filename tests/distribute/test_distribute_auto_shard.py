@@ -2,7 +2,6 @@
 
 import logging
 
-import numpy as np
 import pytest
 
 from jaxfeed.distribute import AutoShardError, auto_shard, auto_shard_plan
