@@ -82,7 +82,8 @@ def test_settings_are_json_and_say_whether_determinism_is_on():
 
 def test_importing_determinism_does_not_import_jax():
     out = run_python("import sys, jaxfeed.determinism as d; d.enable_op_determinism(); d.set_random_seed(1);"
-                     "print('jax' in sys.modules)")
+                     "from jaxfeed.pipeline import Dataset; ds = Dataset.range(5).shuffle(5).map(lambda x: x);"
+                     "d.check_determinism(ds); d.manifest(ds); d.format_settings(); print('jax' in sys.modules)")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
 
