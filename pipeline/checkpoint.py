@@ -569,6 +569,25 @@ def describe_difference(saved, root) -> str:
     return "the nodes match but the graph fingerprint differs"
 
 
+def unfit_state_error(exc: BaseException) -> InvalidArgumentError:
+    """An InvalidArgumentError for a state that does not fit an iterator: names the innermost iterator
+    whose ``set_state`` failed (found in the traceback) and what was wrong."""
+    from .iterators.base import Iterator
+
+    label, tb = None, exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        owner = frame.f_locals.get("self")
+        if frame.f_code.co_name == "set_state" and isinstance(owner, Iterator):
+            label = owner.node.label()
+        tb = tb.tb_next
+    what = f"missing entry {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
+    where = f"the saved state of {label}" if label else "the saved state"
+    return InvalidArgumentError(f"Iterator state does not fit this pipeline's iterators: {where} is not what "
+                                f"this jaxfeed's iterator expects ({what}). Was it written by another jaxfeed "
+                                "version, or edited?", label or "set_state")
+
+
 # =============================================================================================== policy
 def external_state_nodes(root) -> list:
     """Nodes whose functions hold state the iterator state cannot capture: ``from_generator`` (restored by

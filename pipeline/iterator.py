@@ -9,7 +9,7 @@ context manager, or by garbage collection) stops every thread and process of the
 from __future__ import annotations
 
 from . import graph
-from .errors import FailedPreconditionError, InvalidArgumentError, OutOfRangeError
+from .errors import FailedPreconditionError, InvalidArgumentError, OpError, OutOfRangeError
 from .iterators.context import IteratorContext
 from .passes import run_passes
 
@@ -42,6 +42,20 @@ def _as_state(state):
     return state
 
 
+def _restore_tree(it, root_state) -> None:
+    """``it.set_state(root_state)``; a state that does not fit an iterator (a missing key, a wrong type:
+    a state from another jaxfeed version, or edited by hand) is an InvalidArgumentError naming the node."""
+    try:
+        it.set_state(root_state)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+        notes = getattr(e, "__notes__", None) or []
+        if isinstance(e, OpError) or any("in user function" in n for n in notes):
+            raise  # a jaxfeed error, or the user's function failing again on restore (flat_map, interleave)
+        from .checkpoint import unfit_state_error
+
+        raise unfit_state_error(e) from e
+
+
 class DatasetIterator:
     def __init__(self, dataset, state: dict | None = None, options=None, auto_shard=None):
         self._dataset = dataset
@@ -65,7 +79,7 @@ class DatasetIterator:
         self._ctx = IteratorContext(effective, iteration=(iteration,), stats=stats)
         self._it = self._ctx.build(root)
         if state is not None:
-            self._it.set_state(state["root"])
+            _restore_tree(self._it, state["root"])
 
     # ------------------------------------------------------------------ protocol
     def __iter__(self):
@@ -121,7 +135,7 @@ class DatasetIterator:
             self._ctx.iteration = iteration
             self._it.close()
             self._it = self._ctx.build(self.graph)
-        self._it.set_state(state["root"])
+        _restore_tree(self._it, state["root"])
 
     def _check_state(self, state) -> None:
         if not isinstance(state, dict) or "root" not in state:

@@ -299,3 +299,12 @@ def test_external_state_warning_is_logged_once_per_pipeline(caplog):
         it.get_state()
         it.get_state()
     assert caplog.text.count("external state") == 1
+
+
+def test_state_that_does_not_fit_an_iterator_names_the_node():
+    it = iter(Dataset.range(10).shuffle(4, seed=1).batch(2))
+    next(it)
+    state = it.get_state()
+    del state["root"]["input"]["draw_from"]  # e.g. written by another jaxfeed version
+    with pytest.raises(errors.InvalidArgumentError, match=r"saved state of Shuffle\(buffer_size=4.*'draw_from'"):
+        Dataset.range(10).shuffle(4, seed=1).batch(2).make_iterator(state=checkpoint.serialize(state))
