@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import structure
 from ..errors import in_transformation
 from .base import Iterator
@@ -32,6 +34,8 @@ def leaf_dtypes(state) -> list:
 def check_new_state(initial, dtypes: list, new_state, label: str) -> None:
     """TypeError unless ``new_state`` has the structure and leaf dtypes (``leaf_dtypes(initial)``) of
     ``initial`` (tf.data's rule for scan and reduce; shapes may change)."""
+    if type(new_state) is type(initial) and isinstance(initial, np.generic):
+        return  # a numpy scalar's type is its dtype: the common case, checked without walking
     if not structure.same_structure(initial, new_state) or leaf_dtypes(new_state) != dtypes:
         raise TypeError(f"{label}: the new state must keep the initial state's structure and dtypes: initial "
                         f"{structure.spec_of(initial)!r}, new {structure.spec_of(new_state)!r}.")

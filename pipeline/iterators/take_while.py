@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
+import operator
+
 from .blocks import Failure
 from .filter import PredicateIterator
 
 
 class TakeWhileIterator(PredicateIterator):
     def _select(self, items, verdict, failed):
-        try:
-            end = verdict.index(False)  # numpy's False compares equal too; a Failure never does
-        except ValueError:
+        # the first falsy verdict, in C (a Failure is truthy; list.index would compare numpy bools slowly)
+        end = next(itertools.compress(itertools.count(), map(operator.not_, verdict)), None)
+        if end is None:
             end = len(verdict)
         else:
             self._stopped = True
