@@ -18,24 +18,25 @@ class UniqueIterator(Iterator):
         self._strings = self._dtype == structure.STRING
         self._seen: set = set()
 
-    def _key(self, element):
+    def _keys(self, block: list) -> list:
+        """Hashable keys of a block, in one conversion: Python ints, or the bytes themselves."""
         if self._strings:
-            return element if isinstance(element, bytes) else bytes(element)
-        if np.ndim(element) != 0:
-            raise TypeError(f"{self.node.label()}: elements must be scalars, got shape {np.shape(element)}.")
-        return int(element)
+            return [x if isinstance(x, bytes) else bytes(x) for x in block]
+        keys = np.asarray(block)
+        if keys.ndim != 1:
+            raise TypeError(f"{self.node.label()}: elements must be scalars, got shape {keys.shape[1:]}.")
+        return keys.tolist()
 
     def _next_many(self, n):
-        seen, key = self._seen, self._key
+        seen = self._seen
         while True:
             block = self.input.next_many(min(n, BLOCK))
             if not block:
                 return []
             out = []
-            for element in block:
-                k = key(element)
-                if k not in seen:
-                    seen.add(k)
+            for element, key in zip(block, self._keys(block)):
+                if key not in seen:
+                    seen.add(key)
                     out.append(element)
             if out:
                 return out
