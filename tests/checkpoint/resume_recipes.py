@@ -120,6 +120,49 @@ def window_back(*args):
     return w if hasattr(w, "_node") else Dataset.zip(w)
 
 
+def small(*args):
+    """take_while's predicate."""
+    return _key(_element(args)) < 40
+
+
+def explode(*args):
+    """A map that fails on some elements (ignore_errors skips them; saved states hold the failures)."""
+    e = _element(args)
+    if _key(e) % 4 == 3 and not _probing_spec():
+        raise ValueError(f"element with key {_key(e)} is unlucky")
+    return e
+
+
+def _probing_spec() -> bool:
+    """Whether map is running the function once to find its element spec (an error there would fail the
+    pipeline's construction, not one element)."""
+    import sys
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "spec_from_function":
+            return True
+        frame = frame.f_back
+    return False
+
+
+def key_of(*args):
+    return np.int64(_key(_element(args)) % 5)
+
+
+def running_count(state, element):
+    """scan: count elements, emit (count, element)."""
+    return state + np.int64(1), (state, element)
+
+
+def parity(*args):
+    return np.int64(_key(_element(args)) % 2)
+
+
+def pairs(key, window):
+    return window.batch(2)
+
+
 def generate(n):
     def gen():
         for i in range(n):
@@ -242,6 +285,15 @@ OPS = {
     "concatenate": (lambda: _node("concatenate"), False, False, lambda ds, p: ds.concatenate(ds.take(3))),
     "sample": (lambda: _node("sample"), False, False,
                lambda ds, p: Dataset.sample_from_datasets([ds, ds.map(bump)], seed=p["seed"])),
+    "choose": (lambda: _node("sample"), False, False,
+               lambda ds, p: Dataset.choose_from_datasets([ds, ds.map(bump)], Dataset.range(2).repeat(30))),
+    "take_while": (lambda: _node("take_while"), False, False, lambda ds, p: ds.take_while(small)),
+    "ignore_errors": (lambda: _node("ignore_errors"), False, False,
+                      lambda ds, p: ds.map(explode, num_parallel_calls=p.get("par")).ignore_errors()),
+    "unique": (lambda: _node("unique"), False, False, lambda ds, p: ds.map(key_of).unique()),
+    "scan": (lambda: _node("scan"), False, False, lambda ds, p: ds.scan(np.int64(0), running_count)),
+    "group_by_window": (lambda: _node("group_by_window"), True, True,
+                        lambda ds, p: ds.group_by_window(parity, pairs, window_size=2)),
 }
 
 
@@ -323,6 +375,8 @@ def recipes(directory: str, max_ops: int = 5, ops: list[str] | None = None, requ
                 p = {"buffer": draw(st.sampled_from([1, 2, -1]))}
             elif op == "sample":
                 p = {"seed": draw(st.integers(0, 99))}
+            elif op == "ignore_errors":
+                p = {"par": draw(st.sampled_from([None, 2]))}
             steps.append([op, p])
             if op in ("batch", "batch_parallel"):
                 rows.append(False)
@@ -334,8 +388,12 @@ def recipes(directory: str, max_ops: int = 5, ops: list[str] | None = None, requ
                 ragged = rows.pop()
             elif op == "rebatch":
                 ragged = rows[-1] or not p["drop"]
-            elif op in ("zip", "enumerate"):
+            elif op in ("zip", "enumerate", "scan", "unique"):
                 rows = []  # a scalar component joins the element: it is not a batch any more
+                ragged = ragged and op != "unique"
+            elif op == "group_by_window":
+                rows.append(False)
+                ragged = True
         from hypothesis import assume
 
         assume(placed)  # a required op the drawn element structure never allowed
