@@ -53,9 +53,17 @@ def _leaf_converter(spec, label):
                                        f"an element of shape {shape} was expected.", label)
         return arr
 
+    int_scalar = scalar_type is not None and dtype.kind in "iu"
+
     def convert(value):
         if type(value) is scalar_type:  # the common case: already right
             return value
+        if int_scalar and type(value) is int:  # a Python int: numpy refuses what does not fit
+            try:
+                return scalar_type(value)
+            except OverflowError:
+                raise InvalidArgumentError(f"{label}: `generator` yielded a value that {dtype} cannot hold "
+                                           f"without loss: {value!r:.60}", label) from None
         if isinstance(value, dict):
             raise _Mismatch
         if dtype == structure.STRING:
