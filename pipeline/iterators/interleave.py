@@ -16,7 +16,7 @@ its buffer is empty; the parallel one (``parallel_interleave.py``) has worker th
 
 State: the input's state, ``c``, ``b`` and, per slot, the input element and its position (the inner
 dataset is rebuilt from them on restore), the inner iterator's state and the buffered elements (at most
-about two reads per slot: ``READ_AHEAD`` elements, or ``READ_BYTES`` of byte records).
+about two reads per slot: ``READ_AHEAD`` elements, fewer when they are large: about ``READ_BYTES``).
 """
 
 from __future__ import annotations
@@ -24,12 +24,14 @@ from __future__ import annotations
 import contextlib
 import itertools
 
+from .. import structure
 from .base import Iterator
 from .blocks import Failure
 from .flat_map import open_inner
 
 READ_AHEAD = 256  # elements per read of an inner iterator (at least block_length)
-READ_BYTES = 1 << 18  # ...but for byte records about this many bytes (large images): bounds memory and state
+READ_BYTES = 1 << 18  # ...but only about this many bytes per read (large elements)
+FIRST_READ = 8  # until the first read shows how large elements are
 
 
 class Slot:
@@ -102,7 +104,7 @@ class SlotCycle(Iterator):
         self.input = ctx.build(node.inputs[0])
         self._cycle = node.cycle
         self._block_length = node.block_length
-        self._read = max(node.block_length, READ_AHEAD)
+        self._read = max(node.block_length, FIRST_READ)
         self._slots: list = [None] * self._cycle
         self._c = 0
         self._b = 0
@@ -124,10 +126,12 @@ class SlotCycle(Iterator):
         """Elements left ``slot.buffer`` (lock held)."""
 
     def _adapt(self, items: list) -> None:
-        """Size reads of byte records by bytes, so read-ahead of large records stays bounded."""
-        if items and type(items[0]) is bytes:
-            average = sum(map(len, items)) / len(items)
-            self._read = max(self._block_length, min(READ_AHEAD, int(READ_BYTES // max(average, 1.0))))
+        """Size reads by bytes (judged from a read's first element), so read-ahead of large elements --
+        image records, decoded arrays -- stays bounded in memory and in the saved state."""
+        if items and type(items[0]) is not Failure:
+            size = sum(len(x) if isinstance(x, bytes) else getattr(x, "nbytes", 8)
+                       for x in structure.flatten(items[0]))
+            self._read = max(self._block_length, min(READ_AHEAD, READ_BYTES // max(size, 1)))
 
     # ------------------------------------------------------------------ consumer
     def _advance(self):

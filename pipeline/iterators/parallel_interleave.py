@@ -3,8 +3,8 @@ in the slot order of the sequential version (``interleave.py``, which holds the 
 
 - Every slot -- the ``cycle`` current ones and up to ``cycle`` *future* ones (the next input elements,
   opened ahead so that a lazy refill waits neither for ``map_func`` nor for the first read) -- keeps
-  ``read`` elements buffered (``read`` is ``READ_AHEAD`` = 256, or fewer for byte records so that a read
-  is about ``READ_BYTES`` = 256 KiB, never below ``block_length``): when its buffer runs below that, one
+  ``read`` elements buffered (``read`` is ``READ_AHEAD`` = 256, or fewer for large elements so that a
+  read is about ``READ_BYTES`` = 256 KiB, never below ``block_length``): when its buffer runs below that, one
   read task (``inner.next_many(read)``) is queued for it. A slot never has two tasks at once (inner
   iterators are not thread-safe), so elements cross threads a block at a time.
 - Opening (``map_func`` and building the inner iterator) runs in the slot's first task. Errors of
