@@ -65,6 +65,8 @@ class ZipIterator(Iterator):
         for q in self._queues:
             del q[:k]
         pack = self._pack
+        if pack is tuple:
+            return list(zip(*rows))
         return [pack(row) for row in zip(*rows)]
 
     def _next(self):
