@@ -346,10 +346,11 @@ def recipes(directory: str, max_ops: int = 5, ops: list[str] | None = None, requ
         while step + 1 < count:
             step += 1
             choices = [n for n in names if not (OPS[n][1] and ragged)
-                       and not (n in ("unbatch", "rebatch") and not rows)]
+                       and not (n == "unbatch" and not rows)
+                       and not (n == "rebatch" and (not rows or rows[-1]))]  # rebatch stacks rows
             if not placed and step >= at and require in choices:
                 op, placed = require, True
-            elif not placed and step == count - 1 and require in ("unbatch", "rebatch"):
+            elif not placed and step == count - 1 and require in ("unbatch", "rebatch") and not ragged:
                 op = draw(st.sampled_from(["batch", "batch_parallel"]))  # makes the required op possible
                 count += 1
             else:
