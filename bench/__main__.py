@@ -18,8 +18,10 @@ import tempfile
 import time
 
 from . import data, report, runner, suite, workloads
+from .workloads import rows_of
 
 SWEEP = (1, 2, 4)  # hand-picked num_parallel_calls settings for the AUTOTUNE check
+PEER_REPEATS = 3  # peers: fewer repetitions (their start-up in a fresh process dominates the time)
 
 
 def parse_args(argv):
@@ -29,7 +31,7 @@ def parse_args(argv):
     p.add_argument("--only", default=",".join(suite.ORDER), help="pipelines to run, e.g. P1,P3")
     p.add_argument("--repeats", type=int, help="timed repetitions after one warm-up (default 5, 3 with --quick)")
     p.add_argument("--max-seconds", type=float,
-                   help="stop a repetition after this long and rate the prefix (default 3, 1 with --quick)")
+                   help="stop a repetition after this long and rate the prefix (default 2, 1 with --quick)")
     p.add_argument("--out", default="bench-results", help="folder for bench.json / bench.txt / bench.png")
     p.add_argument("--peers", default="auto", help="auto | none | a list of tfdata,torch,grain")
     p.add_argument("--peer-python", default=runner.default_peer_python(),
@@ -38,9 +40,10 @@ def parse_args(argv):
     p.add_argument("--no-autotune-check", action="store_true", help="skip the num_parallel_calls sweep")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
+    args.peer_python = runner.resolve_python(args.peer_python)
     args.scale = args.scale or ("quick" if args.quick else "full")
     args.repeats = args.repeats or (3 if args.quick else 5)
-    args.max_seconds = args.max_seconds or (1.0 if args.quick else 3.0)
+    args.max_seconds = args.max_seconds or (1.0 if args.quick else 2.0)
     args.only = [k.strip().upper() for k in args.only.split(",") if k.strip()]
     unknown = [k for k in args.only if k not in suite.ORDER]
     if unknown:
@@ -73,8 +76,9 @@ def plan(args, d, peers, results):
 
     for key in args.only:
         if key == "P7":
-            results["pipelines"]["P7"] = {"title": "P2 through experimental_distribute_dataset, 8 CPU devices (hand loop: + device_put)",
-                                          "unit": "row", "runs": {}}
+            results["pipelines"]["P7"] = {
+                "title": "P2 via experimental_distribute_dataset on 8 CPU devices (hand loop + device_put)",
+                "unit": "row", "runs": {}}
             tasks.append(("P7 jaxfeed.distribute + hand loop", lambda: _p7(args, d, results)))
             continue
         spec = suite.PIPELINES[key]
@@ -82,35 +86,33 @@ def plan(args, d, peers, results):
             "title": spec.title, "unit": spec.unit, "runs": {}, "tunable": spec.tunable,
             "element_bytes": spec.element_bytes(sizes), "in_flight_bytes": spec.in_flight(sizes)}
         runs = entry["runs"]
-
-        def jf(key=key, spec=spec, runs=runs):
-            res = r.local(lambda: spec.make(d, None))
-            runs["jaxfeed"] = dict(res, kind="jaxfeed")
-            _add_mbps(key, runs["jaxfeed"], sizes)
-
-        def hand(key=key, spec=spec, runs=runs):
-            runs["hand loop"] = dict(r.local(lambda: spec.baseline(d)), kind="baseline")
-            _add_mbps(key, runs["hand loop"], sizes)
-
-        tasks.append((f"{key} jaxfeed", jf))
-        tasks.append((f"{key} hand loop", hand))
+        contenders = {"jaxfeed": (lambda spec=spec: spec.make(d, None), rows_of),
+                      "hand loop": (lambda spec=spec: spec.baseline(d), rows_of)}
+        kinds = {"jaxfeed": "jaxfeed", "hand loop": "baseline"}
         if key == "P3":
-            def raw(runs=runs):
-                res = r.local(lambda: suite.baselines.p3_raw_read(d), count=lambda n: n)
-                if res["status"] == "ok":
-                    res["mb_per_s"] = res["median"] / 1e6
-                runs["raw read()"] = dict(res, kind="raw")
-            tasks.append(("P3 raw read()", raw))
+            contenders["raw read()"] = (lambda: suite.baselines.p3_raw_read(d), lambda nbytes: nbytes,
+                                        sum(os.path.getsize(f) for f in d.tfrecord_files))
+            kinds["raw read()"] = "raw"
         if spec.tunable and not args.no_autotune_check:
             for npc in SWEEP:
-                def sweep(key=key, spec=spec, runs=runs, npc=npc):
-                    res = r.local(lambda: spec.make(d, npc))
-                    runs[f"jaxfeed num_parallel_calls={npc}"] = dict(res, kind="sweep")
-                    _add_mbps(key, runs[f"jaxfeed num_parallel_calls={npc}"], sizes)
-                tasks.append((f"{key} jaxfeed npc={npc}", sweep))
+                label = f"jaxfeed num_parallel_calls={npc}"
+                contenders[label] = (lambda spec=spec, npc=npc: spec.make(d, npc), rows_of)
+                kinds[label] = "sweep"
+
+        def local(key=key, runs=runs, contenders=contenders, kinds=kinds):
+            for label, res in r.group(contenders, epoch=workloads.epoch_elements(key, sizes)).items():
+                runs[label] = dict(res, kind=kinds[label])
+                if kinds[label] == "raw" and res["status"] == "ok":
+                    runs[label]["mb_per_s"] = res["median"] / 1e6
+                else:
+                    _add_mbps(key, runs[label], sizes)
+
+        tasks.append((f"{key} jaxfeed, hand loop" + (", npc sweep" if len(contenders) > 3 else ""),
+                      local))
         for peer in peers:
             def run_peer(key=key, runs=runs, peer=peer):
-                res = runner.run_peer(args.peer_python, peer, key, d.path, args.repeats, 1, args.max_seconds)
+                res = runner.run_peer(args.peer_python, peer, key, d.path, min(args.repeats, PEER_REPEATS), 1,
+                                      args.max_seconds)
                 if res["status"] != "ok":
                     runs[f"{peer}"] = {"kind": "peer", "status": res["status"], "reason": res.get("reason")}
                     return

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -47,25 +48,47 @@ class Runner:
         self.warmup = warmup
         self.max_seconds = max_seconds
 
-    def local(self, make_iterable, count=rows_of, repeats=None):
-        """Time ``make_iterable`` here; a missing jaxfeed part (at build time or first use) is a skip."""
-        try:
-            timing.measure(make_iterable, repeats=0, warmup=self.warmup, max_seconds=self.max_seconds,
-                           count=count)
-            before = timing.rss_bytes()
-            reset = timing.reset_peak_rss()
-            r = timing.measure(make_iterable, repeats=repeats or self.repeats, warmup=0,
-                               max_seconds=self.max_seconds, count=count)
-            peak = timing.rss_bytes("VmHWM")
-            if reset and before is not None and peak is not None:
-                r["rss_delta"] = max(0, peak - before)
+    def local(self, make_iterable, count=rows_of, repeats=None, epoch=None):
+        """Time one pipeline here (see ``group``)."""
+        return self.group({"x": (make_iterable, count)}, repeats, epoch)["x"]
+
+    def group(self, contenders, repeats=None, epoch=None):
+        """Time several pipelines here, interleaved: after one warm-up each, repetition i of every
+        contender runs before repetition i + 1 of any, so a change of machine load (other processes)
+        falls on all of them alike. ``contenders``: {label: (make_iterable, count)}; ``epoch``: elements
+        in an epoch (to project cut-short runs; see ``timing``).
+
+        A missing jaxfeed part (at build time or first use) is a skip; any other failure an error; either
+        way the other contenders go on.
+        """
+        out, reps, rss = {}, {label: [] for label in contenders}, {}
+        live = dict(contenders)
+        for rep in range(-self.warmup, repeats or self.repeats):
+            for label, (make, count, *_) in list(live.items()):
+                try:
+                    before = timing.rss_bytes()
+                    reset = timing.reset_peak_rss()
+                    run = timing.once(make, self.max_seconds, count)
+                    peak = timing.rss_bytes("VmHWM")
+                except Exception as e:  # noqa: BLE001 - one failing pipeline must not stop the suite
+                    missing = missing_part(e)
+                    out[label] = ({"status": "skipped", "reason": missing} if missing else
+                                  {"status": "error", "reason": describe_error(e)})
+                    del live[label]
+                    continue
+                if rep < 0:
+                    continue
+                reps[label].append(run)
+                if reset and before is not None and peak is not None:
+                    rss[label] = max(rss.get(label, 0), peak - before)
+        for label in live:
+            own_epoch = contenders[label][2:]  # (make, count, epoch) overrides the group's epoch
+            r = timing.summarize(reps[label], own_epoch[0] if own_epoch else epoch)
+            if label in rss:
+                r["rss_delta"] = rss[label]
             r["status"] = "ok"
-            return r
-        except Exception as e:  # noqa: BLE001 - one failing pipeline must not stop the suite
-            missing = missing_part(e)
-            if missing:
-                return {"status": "skipped", "reason": missing}
-            return {"status": "error", "reason": describe_error(e)}
+            out[label] = r
+        return out
 
 
 # ---------------------------------------------------------------------------------------------- peers
@@ -156,3 +179,10 @@ def run_peer(python, peer, key, datadir, repeats, warmup, max_seconds, timeout=6
 
 def default_peer_python() -> str:
     return os.environ.get("JAXFEED_PEER_PYTHON") or sys.executable
+
+
+def resolve_python(python: str) -> str:
+    """An absolute interpreter path (peers run from another folder, so a relative one would break)."""
+    if os.sep in python:
+        return os.path.abspath(python)
+    return shutil.which(python) or python

@@ -1,9 +1,10 @@
 """Timing one pipeline: a warm-up, then N repetitions; elements/s as min / median / max.
 
 Standard library only (the peer interpreters import it too). A repetition runs one epoch, or stops
-early once ``max_seconds`` have passed (slow pipelines are measured on a prefix of the epoch: the rate
-of a steady pipeline does not depend on how long it runs). The time to the first batch is measured
-from the call that builds the iterator to the arrival of its first batch.
+``max_seconds`` after its first batch; the rate of a cut-short run is projected to a whole epoch (time to
+the first batch, then the rest of the epoch at the rate seen after it), so start-up costs (worker
+processes, file opens) weigh in once per epoch whatever the cap. The time to the first batch is
+measured from the call that builds the iterator to the arrival of its first batch.
 """
 
 from __future__ import annotations
@@ -15,33 +16,50 @@ import time
 from .workloads import rows_of
 
 
-def measure(make_iterable, repeats=5, warmup=1, max_seconds=None, count=rows_of):
-    """Run ``make_iterable()`` to exhaustion ``warmup + repeats`` times; return figures of the timed runs."""
-    runs = []
-    for r in range(warmup + repeats):
-        t0 = time.perf_counter()
-        it = iter(make_iterable())
-        first = None
-        n = 0
-        try:
-            for batch in it:
-                if first is None:
-                    first = time.perf_counter() - t0
-                n += count(batch)
-                if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
-                    break
-        finally:
-            close = getattr(it, "close", None)
-            if close is not None:
-                close()
-        dt = time.perf_counter() - t0
-        if r >= warmup:
-            runs.append({"elements": n, "seconds": dt, "first_batch_s": first})
-    return summarize(runs)
+def measure(make_iterable, repeats=5, warmup=1, max_seconds=None, count=rows_of, epoch=None):
+    """Run ``make_iterable()`` ``warmup + repeats`` times; return figures of the timed runs."""
+    runs = [once(make_iterable, max_seconds, count) for _ in range(warmup + repeats)]
+    return summarize(runs[warmup:], epoch)
 
 
-def summarize(runs):
-    rates = [r["elements"] / r["seconds"] for r in runs if r["seconds"] > 0]
+def once(make_iterable, max_seconds=None, count=rows_of) -> dict:
+    """One repetition: an epoch, or its prefix until ``max_seconds`` after the first batch."""
+    t0 = time.perf_counter()
+    it = iter(make_iterable())
+    first = None
+    n = n_first = 0
+    complete = False
+    try:
+        for batch in it:
+            n += count(batch)
+            if first is None:
+                first = time.perf_counter() - t0
+                n_first = n
+            elif max_seconds is not None and time.perf_counter() - t0 - first > max_seconds:
+                break
+        else:
+            complete = True
+    finally:
+        close = getattr(it, "close", None)
+        if close is not None:
+            close()
+    return {"elements": n, "seconds": time.perf_counter() - t0, "first_batch_s": first,
+            "first_elements": n_first, "complete": complete}
+
+
+def epoch_rate(run, epoch=None) -> float:
+    """Elements per second over one epoch: measured when the run finished it, else projected from the
+    time to the first batch plus the rest of the epoch at the rate seen after the first batch."""
+    n, dt = run["elements"], run["seconds"]
+    if run.get("complete", True) or not epoch or run["first_batch_s"] is None or n <= run["first_elements"]:
+        return n / dt if dt > 0 else 0.0
+    steady = (n - run["first_elements"]) / (dt - run["first_batch_s"])
+    projected = run["first_batch_s"] + (epoch - run["first_elements"]) / steady
+    return epoch / projected
+
+
+def summarize(runs, epoch=None):
+    rates = [epoch_rate(r, epoch) for r in runs if r["seconds"] > 0]
     firsts = [r["first_batch_s"] for r in runs if r["first_batch_s"] is not None]
     return {
         "median": statistics.median(rates) if rates else 0.0,
@@ -50,6 +68,7 @@ def summarize(runs):
         "first_batch_s": statistics.median(firsts) if firsts else None,
         "elements": [r["elements"] for r in runs],
         "seconds": [round(r["seconds"], 4) for r in runs],
+        "complete_epochs": sum(bool(r.get("complete")) for r in runs),
     }
 
 

@@ -40,6 +40,13 @@ P6_BATCH = 256
 SEED = 42
 
 
+def epoch_elements(key, sizes) -> int:
+    """Elements in one epoch of pipeline ``key`` (to project the rate of a run cut short)."""
+    return {"P1": sizes["p1_n"], "P2": sizes["p2_rows"], "P3": sizes["p3_files"] * sizes["p3_records"],
+            "P4": sizes["p4_images"], "P5": sizes["p5_lines"], "P6": sizes["p6_files"] * sizes["p6_rows"],
+            "P7": sizes["p2_rows"]}[key]
+
+
 # ---------------------------------------------------------------------------------------------- P1
 def add_one(x):
     """P1's map: the smallest possible per-element function."""

@@ -15,7 +15,7 @@ import sys
 import traceback
 
 from .. import timing
-from ..workloads import data_paths
+from ..workloads import data_paths, epoch_elements
 
 MARKER = "JAXFEED_PEER_RESULT "
 
@@ -52,7 +52,8 @@ def main(module, argv=None) -> int:
             continue
         for name, (make, info) in built.items():
             try:
-                r = timing.measure(make, repeats=args.repeats, warmup=args.warmup, max_seconds=args.max_seconds)
+                r = timing.measure(make, repeats=args.repeats, warmup=args.warmup, max_seconds=args.max_seconds,
+                                   epoch=epoch_elements(key, sizes))
                 r.update(info)
             except Exception as e:  # noqa: BLE001
                 r = {"error": _describe(e), **info}
