@@ -12,7 +12,7 @@ from .context import get_replica_context, get_strategy, has_strategy, in_cross_r
 from .strategy import (InputContext, InputOptions, InputReplicationMode, ReplicaContext, Strategy,
                        ValueContext)
 from .values import DistributedValues, PerReplica, ReduceOp, VariableAggregation, VariableSynchronization
-from .variables import MirroredVariable, Variable
+from .variables import MirroredVariable, SyncOnReadVariable, Variable
 
 
 def __getattr__(name):  # JAX-backed classes import JAX on first use only
@@ -39,6 +39,6 @@ __all__ = [
     "MirroredStrategy", "MultiWorkerMirroredStrategy", "Variable", "MirroredVariable", "ReduceOp", "InputContext",
     "ValueContext", "InputOptions", "InputReplicationMode", "VariableAggregation", "VariableSynchronization",
     "get_strategy", "has_strategy", "get_replica_context", "in_cross_replica_context", "TFConfigClusterResolver",
-    "ClusterSpec", "PerReplica", "DistributedValues", "ReplicaContext", "Strategy", "DistributedDataset",
+    "ClusterSpec", "SyncOnReadVariable", "PerReplica", "DistributedValues", "ReplicaContext", "Strategy", "DistributedDataset",
     "DistributedIterator", "auto_shard", "auto_shard_plan", "AutoShardPlan", "AutoShardError",
 ]

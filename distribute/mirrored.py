@@ -24,7 +24,7 @@ from . import context
 from .logical import LOGICAL, LogicalDevices
 from .strategy import ReplicaContext, Strategy, ValueContext
 from .values import PerReplica, ReduceOp
-from .variables import MirroredVariable, Trace, Variable
+from .variables import MirroredVariable, SyncOnReadVariable, Trace, Variable
 
 REPLICA = "replica"
 # Steps of ``run`` allowed in flight before the next one waits for the oldest (many collective programs in
@@ -307,12 +307,14 @@ class MeshStrategy(LogicalDevices, Strategy):
             entry = self._compile(fn, treedef, kinds, specs, variables, sizes is not None)
             self._cache[key] = entry
         compiled, meta = entry
-        outs, new_vals, flags = compiled(tuple(v._value for v in variables), tuple(dyn))
+        outs, new_vals, new_local, flags = compiled(tuple(v._value for v in variables), tuple(dyn))
         for v, val in zip(meta["assigned"], new_vals):
+            v._value = val
+        for v, val in zip(meta["assigned_local"], new_local):
             v._value = val
         for v, f in zip(meta["flagged"], flags):
             v._add_pending(f)
-        token = next(iter(outs or new_vals or flags), None)
+        token = next(iter(outs or new_vals or new_local or flags), None)
         if token is not None:
             self._inflight.append(token)
             if len(self._inflight) > MAX_INFLIGHT:
@@ -346,6 +348,8 @@ class MeshStrategy(LogicalDevices, Strategy):
                     rebuilt.append(k[1])
             replica_sizes = next(dyn_it)[0] if ragged else None
             args, kwargs = jax.tree_util.tree_unflatten(treedef, rebuilt)
+            # sync-on-read variables arrive as this replica's (1, ...) block of their stacked value
+            var_vals = [x[0] if isinstance(v, SyncOnReadVariable) else x for v, x in zip(variables, var_vals)]
             trace = Trace(strategy, variables, var_vals)
             ctx = ReplicaContext(strategy, jax.lax.axis_index(REPLICA), replica_sizes)
             previous = context.trace()
@@ -369,14 +373,18 @@ class MeshStrategy(LogicalDevices, Strategy):
                     continue
                 out_kinds.append(("array", a.shape))
                 arrays.append(a if single else a[None])
-            meta.update(out_tree=out_tree, out_kinds=out_kinds, assigned=list(trace.assigned),
+            mirrored = [v for v in trace.assigned if not isinstance(v, SyncOnReadVariable)]
+            local = [v for v in trace.assigned if isinstance(v, SyncOnReadVariable)]
+            meta.update(out_tree=out_tree, out_kinds=out_kinds, assigned=mirrored, assigned_local=local,
                         flagged=[v for v, _ in trace.flags])
-            new_vals = tuple(trace.read(v) for v in trace.assigned)
+            new_vals = tuple(trace.read(v) for v in mirrored)
+            new_local = tuple(trace.read(v)[None] for v in local)
             flags = tuple(f for _, f in trace.flags)
-            return tuple(arrays), new_vals, flags
+            return tuple(arrays), new_vals, new_local, flags
 
-        in_specs = (P(), tuple(P(REPLICA) if s else P() for s in specs))
-        out_specs = (P() if single else P(REPLICA), P(), P())
+        var_specs = tuple(P(REPLICA) if isinstance(v, SyncOnReadVariable) else P() for v in variables)
+        in_specs = (var_specs, tuple(P(REPLICA) if s else P() for s in specs))
+        out_specs = (P() if single else P(REPLICA), P(), P(REPLICA), P())
         mapped = jax.shard_map(body, mesh=self._mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False,
                                **({"axis_names": frozenset({REPLICA})} if self._L > 1 else {}))
         return jax.jit(mapped), meta

@@ -221,8 +221,10 @@ class Strategy:
 
         if isinstance(value, PerReplica):
             return value.local_values()
+        if hasattr(value, "local_values"):  # a SyncOnReadVariable: each replica's own copy
+            return value.local_values()
         if isinstance(value, Variable):
-            return (value.read_value(),) * len(self._local_devices)
+            return (value.read_value(),) * len(self._local_replica_ids)
         if isinstance(value, (tuple, list, dict)):  # a nest of per-replica values: a tuple of nests
             import jax
 
@@ -279,6 +281,8 @@ class _DefaultStrategy(Strategy):
     def __init__(self):
         super().__init__()
         self._default_replica_context = ReplicaContext(self, 0)
+
+    _local_replica_ids = (0,)
 
     @property
     def _local_devices(self):

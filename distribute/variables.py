@@ -29,6 +29,9 @@ class Variable:
         if cls is Variable:
             strategy, ctx = context.current()
             if strategy is not None and not strategy._is_default:
+                sync = kwargs.get("synchronization", args[5] if len(args) > 5 else VariableSynchronization.AUTO)
+                if VariableSynchronization(sync) == VariableSynchronization.ON_READ:
+                    return super().__new__(SyncOnReadVariable)
                 return super().__new__(MirroredVariable)
         return super().__new__(cls)
 
@@ -164,12 +167,16 @@ class MirroredVariable(Variable):
         if synchronization == VariableSynchronization.NONE:
             raise ValueError("`NONE` variable synchronization mode is not supported with tf.distribute strategy. "
                              "Please change the `synchronization` for variable: " + str(name))
-        if synchronization == VariableSynchronization.ON_READ:
-            raise NotImplementedError("synchronization=ON_READ (SyncOnReadVariable) is not implemented; use ON_WRITE "
-                                      "(the default) and an explicit reduce.")
+        if synchronization == VariableSynchronization.ON_READ and not isinstance(self, SyncOnReadVariable):
+            raise ValueError("synchronization=ON_READ variables are SyncOnReadVariable; create them with "
+                             "jd.Variable(..., synchronization=ON_READ) inside the scope")
         self._strategy = strategy
         self._pending = []  # device flags of NONE-aggregated assignments not yet checked
-        super().__init__(initial_value, trainable, name, dtype, aggregation, VariableSynchronization.ON_WRITE, shape)
+        sync = VariableSynchronization.ON_READ if isinstance(self, SyncOnReadVariable) else \
+            VariableSynchronization.ON_WRITE
+        if sync == VariableSynchronization.ON_READ and trainable is None:
+            trainable = False  # tf.distribute: ON_READ variables are non-trainable by default
+        super().__init__(initial_value, trainable, name, dtype, aggregation, sync, shape)
         strategy._register_variable(self)
 
     def _place(self, value):
@@ -244,6 +251,85 @@ class MirroredVariable(Variable):
                     "different replicas inside strategy.run; its copies would diverge. Reduce the value first "
                     "(get_replica_context().all_reduce) or create the variable with aggregation=SUM, MEAN or "
                     "ONLY_FIRST_REPLICA. (The value of replica 0 was kept.)")
+
+
+class SyncOnReadVariable(MirroredVariable):
+    """``synchronization=ON_READ``: each replica keeps its own value (a stacked ``(replicas, ...)`` array
+    sharded over the replicas). In replica context reads and writes touch the replica's own copy, with no
+    aggregation; reading in cross-replica context combines the copies with the aggregation (SUM: their sum,
+    MEAN: their mean, ONLY_FIRST_REPLICA: replica 0's); assigning there sets every copy (SUM: to value / N, so
+    that the sum reads back the value). Non-trainable by default. Typical use: metric accumulators."""
+
+    def _place(self, value):
+        local = np.stack([np.asarray(value)] * len(self._strategy._local_replica_ids))
+        return self._strategy._per_replica_from_local([local], stacked=True)[0]
+
+    def read_value(self):
+        t = context.trace()
+        if t is not None and t.strategy is self._strategy:
+            if context.current()[1] is None:  # inside merge_call: cross-replica
+                raise RuntimeError(f"reading SyncOnReadVariable {self.name!r} inside merge_call is not supported")
+            return t.read(self)
+        return self._aggregate()
+
+    def _aggregate(self):
+        import jax.numpy as jnp
+
+        copies = np.stack(self._copies())
+        agg = self._aggregation
+        if agg == VariableAggregation.SUM:
+            out = copies.sum(axis=0, dtype=copies.dtype)
+        elif agg == VariableAggregation.MEAN:
+            out = (copies.sum(axis=0, dtype=copies.dtype) / len(copies)).astype(copies.dtype) \
+                if copies.dtype.kind in "fc" else copies.sum(axis=0) // len(copies)
+        elif agg == VariableAggregation.ONLY_FIRST_REPLICA:
+            out = copies[0]
+        else:
+            raise ValueError(f"SyncOnReadVariable {self.name!r} has aggregation NONE: its per-replica values cannot "
+                             "be read in cross-replica context; give it aggregation SUM, MEAN or ONLY_FIRST_REPLICA, "
+                             "or use strategy.experimental_local_results(variable)")
+        return jnp.asarray(out)
+
+    def _copies(self) -> list:
+        full = self._strategy._gather_to_host([self._value])[0]
+        return [full[r] for r in range(full.shape[0])]
+
+    @property
+    def values(self):
+        return self._strategy.experimental_local_results(self)
+
+    def local_values(self) -> tuple:
+        import jax
+
+        from .values import PerReplica
+
+        pr = PerReplica(jax.tree_util.tree_structure(0), [self._value], self._strategy, stacked=True)
+        return pr.local_values()
+
+    def _replica_update(self, value, combine):
+        t = context.trace()
+        value = self._coerce(value, "assign")
+        t.write(self, self._coerce(combine(t.read(self), value), "assign"))
+        return self
+
+    def assign(self, value, use_locking=None, name=None, read_value=True):
+        if self._in_own_trace():
+            return self._replica_update(value, lambda cur, v: v)
+        value = np.asarray(self._coerce(value, "assign"))
+        if self._aggregation == VariableAggregation.SUM:
+            value = (value / self._strategy.num_replicas_in_sync).astype(value.dtype)
+        self._value = self._place(value)
+        return self
+
+    def assign_add(self, delta, use_locking=None, name=None, read_value=True):
+        if self._in_own_trace():
+            return self._replica_update(delta, lambda cur, v: cur + v)
+        return self.assign(self.read_value() + self._coerce(delta, "assign_add"))
+
+    def assign_sub(self, delta, use_locking=None, name=None, read_value=True):
+        if self._in_own_trace():
+            return self._replica_update(delta, lambda cur, v: cur - v)
+        return self.assign(self.read_value() - self._coerce(delta, "assign_sub"))
 
 
 class Trace:

@@ -366,3 +366,37 @@ def test_local_results_of_a_nest_is_a_tuple_of_nests(s3):
     out = s3.run(lambda: {"id": jd.get_replica_context().replica_id_in_sync_group, "one": jnp.float32(1)})
     results = s3.experimental_local_results(out)
     assert [int(r["id"]) for r in results] == [0, 1, 2] and all(float(r["one"]) == 1.0 for r in results)
+
+
+# ------------------------------------------------------------------ sync-on-read variables
+def on_read(s, aggregation):
+    with s.scope():
+        return jd.Variable(0.0, synchronization=jd.VariableSynchronization.ON_READ, aggregation=aggregation)
+
+
+def test_on_read_variable_keeps_one_value_per_replica_and_sums_on_read(s3):
+    v = on_read(s3, VariableAggregation.SUM)
+    assert isinstance(v, jd.SyncOnReadVariable) and not v.trainable
+    pr = s3.experimental_distribute_values_from_function(lambda c: np.float32(c.replica_id_in_sync_group + 1))
+    s3.run(lambda d: v.assign_add(d) and None, args=(pr,))
+    assert [float(x) for x in s3.experimental_local_results(v)] == [1.0, 2.0, 3.0]
+    assert float(v.numpy()) == 6.0
+
+
+def test_on_read_mean_aggregation_averages_the_copies(s3):
+    v = on_read(s3, VariableAggregation.MEAN)
+    pr = s3.experimental_distribute_values_from_function(lambda c: np.float32(c.replica_id_in_sync_group + 1))
+    s3.run(lambda d: v.assign(d) and None, args=(pr,))
+    assert float(v.numpy()) == 2.0
+
+
+def test_on_read_cross_replica_assign_splits_a_sum_over_the_copies(s3):
+    v = on_read(s3, VariableAggregation.SUM)
+    v.assign(6.0)
+    assert [float(x) for x in s3.experimental_local_results(v)] == [2.0, 2.0, 2.0] and float(v.numpy()) == 6.0
+
+
+def test_on_read_with_no_aggregation_cannot_be_read_across_replicas(s3):
+    v = on_read(s3, VariableAggregation.NONE)
+    with pytest.raises(ValueError, match="aggregation NONE: its per-replica values cannot be read"):
+        v.numpy()
