@@ -48,6 +48,12 @@ def main():
     with open(out, "w") as f:
         json.dump(result, f)
     sys.stdout.flush()
+    try:  # leave the group together: a coordinator that exits first makes the other task abort
+        import jax
+
+        jax.distributed.shutdown()
+    except Exception:  # noqa: BLE001 - the result is written; exit anyway
+        pass
     os._exit(0)
 
 
