@@ -16,16 +16,22 @@ TIMEOUTS = {"initialization_timeout": 10, "heartbeat_timeout": 8, "step_timeout"
 pytestmark = pytest.mark.multiprocess
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(n):
+    """n distinct free ports (all held open while choosing, so the OS cannot hand out one twice)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def launch(tmp_path, mode, n, start=None, extra=(), chief=False):
     """Start ``start`` (default n) of the n tasks of a TF_CONFIG cluster (the first one a chief if ``chief``);
     returns their results."""
-    ports = [free_port() for _ in range(n)]
+    ports = free_ports(n)
     addrs = [f"127.0.0.1:{p}" for p in ports]
     cluster = {"chief": addrs[:1], "worker": addrs[1:]} if chief else {"worker": addrs}
     tasks = ([("chief", 0)] + [("worker", i) for i in range(n - 1)]) if chief else [("worker", i) for i in range(n)]
