@@ -4,8 +4,9 @@ Saving state is consistent while the producer runs: ``get_state`` takes the inpu
 not inside its input), then records the input's state and the buffered elements.
 
 AUTOTUNE sizing: the buffer starts at 2 elements and doubles (up to ``MAX_AUTOTUNE`` elements and
-``Options.autotune.ram_budget`` bytes, estimated from the first element) whenever the consumer finds it
-empty, i.e. when the consumer waited on the producer (see ``autotune.py``).
+``Options.autotune.ram_budget`` bytes, estimated from the first element) when the consumer finds it empty
+although the producer had filled it since the last growth: a bursty producer that keeps up on average.
+A producer that is simply slower never fills it, and its buffer stays small (see ``autotune.py``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class PrefetchIterator(Iterator):
         self.waits = 0  # times the consumer found the buffer empty (for statistics and autotuning)
         self._ram_budget = autotune.ram_budget(ctx.options) if self._autotune else 0
         self._element_bytes = 0  # estimated from the first element, for the RAM budget
+        self._filled = False  # the producer filled the buffer since the capacity last grew
+        self._consumer_waiting = False
 
     def _start(self):
         self._thread = threading.Thread(target=self._produce, name="jaxfeed-prefetch", daemon=True)
@@ -72,6 +75,8 @@ class PrefetchIterator(Iterator):
                 if not self._element_bytes and self._autotune and type(block[0]) is not Failure:
                     self._element_bytes = autotune.element_bytes(block[0])
                 self._buf.extend(block)
+                if len(self._buf) >= self.capacity and not self._consumer_waiting:
+                    self._filled = True  # it got ahead of the consumer
                 self._cond.notify_all()
 
     def _wait_for_items(self):
@@ -80,12 +85,18 @@ class PrefetchIterator(Iterator):
         with self._cond:
             if not self._buf:
                 self.waits += 1
-                if self._autotune and self.capacity < MAX_AUTOTUNE and \
+                # Grow only if the producer filled the buffer since the last growth: then it keeps up on
+                # average and a deeper buffer absorbs its bursts. A producer that never fills the buffer is
+                # simply slower than the consumer, and more buffer would only hold memory.
+                if self._autotune and self._filled and self.capacity < MAX_AUTOTUNE and \
                         2 * self.capacity * self._element_bytes <= self._ram_budget:
                     self.capacity *= 2
+                    self._filled = False
                     self._cond.notify_all()
+                self._consumer_waiting = True
                 while not self._buf:
                     self._cond.wait()
+                self._consumer_waiting = False
 
     def _next(self):
         self._wait_for_items()

@@ -18,6 +18,7 @@ import collections
 import itertools
 import multiprocessing
 import pickle
+import queue
 import threading
 import weakref
 from multiprocessing import connection
@@ -90,9 +91,26 @@ class _Task:
         self.result = result  # (results, failed, tag) once it arrived
 
 
+def _send_loop(conn, outbox: queue.SimpleQueue) -> None:
+    """Send queued tasks to one worker. Sending happens here, not on the consumer's thread: a task bigger
+    than the pipe's buffer blocks until the worker reads it, and the worker may itself be blocked writing
+    a result that only the consumer's thread would read -- a deadlock if that thread were the sender."""
+    while True:
+        message = outbox.get()
+        try:
+            conn.send_bytes(message)
+        except (OSError, ValueError):
+            return  # the worker is gone; the consumer learns it from the process sentinel
+        if message is _STOP_BYTES:
+            return
+
+
+_STOP_BYTES = pickle.dumps(None)
+
+
 class _Pool:
-    """Processes, pipes and slabs: everything ``close`` must release, with no reference to the iterator
-    (so ``weakref.finalize`` can run it when the iterator is collected)."""
+    """Processes, pipes, sender threads and slabs: everything ``close`` must release, with no reference to
+    the iterator (so ``weakref.finalize`` can run it when the iterator is collected)."""
 
     def __init__(self, fn, label: str, n: int):
         import cloudpickle
@@ -111,17 +129,23 @@ class _Pool:
             theirs.close()
             self.procs.append(p)
             self.conns.append(mine)
+        self.outboxes = [queue.SimpleQueue() for _ in range(n)]
+        self.senders = [threading.Thread(target=_send_loop, args=(conn, box), daemon=True,
+                                         name=f"jaxfeed-map-send-{i}")
+                        for i, (conn, box) in enumerate(zip(self.conns, self.outboxes))]
+        for t in self.senders:
+            t.start()
         self.closed = False
+
+    def send(self, worker: int, message: bytes) -> None:
+        self.outboxes[worker].put(message)
 
     def close(self):
         if self.closed:
             return
         self.closed = True
-        for conn in self.conns:
-            try:
-                conn.send_bytes(pickle.dumps(None))
-            except (OSError, ValueError):
-                pass
+        for box in self.outboxes:
+            box.put(_STOP_BYTES)
         for p in self.procs:
             # A worker blocked writing an answer nobody will read never sees the None: do not wait long.
             p.join(STOP_SECONDS)
@@ -131,8 +155,10 @@ class _Pool:
             if p.is_alive():
                 p.kill()
                 p.join()
-        for conn in self.conns:
+        for conn in self.conns:  # a sender still blocked on a dead worker's pipe fails and exits
             conn.close()
+        for t in self.senders:
+            t.join(JOIN_SECONDS)
         self.slabs.close()
 
 
@@ -187,10 +213,7 @@ class ProcessMapIterator(Iterator):
         task = _Task(next(self._ids), w, self._position, len(block), slab)
         message = (task.id, self._position, block, type(block[0]) is tuple, slab, self._seeds,
                    self.ctx.iteration, self._stack)
-        try:
-            self._pool.conns[w].send_bytes(pickle.dumps(message, protocol=5))
-        except (OSError, ValueError):
-            pass  # the worker is gone; waiting for this task will say so
+        self._pool.send(w, pickle.dumps(message, protocol=5))
         self._position += len(block)
         self._load[w] += 1
         self._inflight.append(task)

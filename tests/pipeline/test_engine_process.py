@@ -175,3 +175,25 @@ def test_options_execution_executor_selects_processes():
     ds = Dataset.range(10).map(lambda x: np.int64(os.getpid()), num_parallel_calls=1).with_options(opts)
     pids = {int(p) for p in ds}
     assert os.getpid() not in pids and len(pids) == 1
+
+
+def test_slabs_are_reused_not_created_per_result():
+    before = next(shared_memory._counter)
+    it = iter(pmap(Dataset.range(8000), image))
+    for _ in it:
+        pass
+    created = next(shared_memory._counter) - before - 1
+    tasks = next(root(it)._ids)
+    assert created <= 12 < tasks  # a few slabs per worker, regrown a few times as blocks grow
+    it.close()
+
+
+def root(it):
+    return it._it
+
+
+@pytest.mark.timeout(120)
+def test_big_inputs_and_big_results_do_not_deadlock_the_pipes():
+    images = np.zeros((600, 64, 64, 3), np.uint8)  # tasks and answers both far larger than a pipe buffer
+    out = pmap(Dataset.from_tensor_slices(images), lambda im: im.astype(np.float32)).batch(100)
+    assert sum(len(b) for b in out) == 600

@@ -108,15 +108,31 @@ def test_parallel_map_resumes_with_blocks_in_flight():
 
 
 # ----------------------------------------------------------------------------------- prefetch
-def test_autotuned_prefetch_grows_while_the_consumer_waits():
-    it = iter(Dataset.range(300).map(slow).prefetch(AUTOTUNE))
-    list(it)
+def bursty(x):
+    time.sleep(0.02 if x % 16 == 0 else 0)
+    return x
+
+
+def consume_slowly(it):
+    for _ in it:
+        time.sleep(0.0005)
+
+
+def test_autotuned_prefetch_grows_for_a_bursty_producer():
+    it = iter(Dataset.range(300).map(bursty).prefetch(AUTOTUNE))
+    consume_slowly(it)
     assert root_iterator(it).capacity > 2
+
+
+def test_autotuned_prefetch_does_not_grow_for_a_slow_producer():
+    it = iter(Dataset.range(100).map(slow).prefetch(AUTOTUNE))
+    list(it)
+    assert root_iterator(it).capacity == 2
 
 
 def test_autotuned_prefetch_stays_within_the_ram_budget():
     element = np.zeros(1000, np.uint8)  # 1000 bytes; a budget of 4500 bytes allows a buffer of 4
-    ds = Dataset.range(300).map(lambda x: element + np.uint8(x % 7)).map(slow).prefetch(AUTOTUNE)
+    ds = Dataset.range(300).map(bursty).map(lambda x: element + np.uint8(x % 7)).prefetch(AUTOTUNE)
     it = iter(ds.with_options(budget(ram=4500)))
-    list(it)
+    consume_slowly(it)
     assert root_iterator(it).capacity <= 4
