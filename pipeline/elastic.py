@@ -42,7 +42,6 @@ import numpy as np
 from . import graph, structure
 from .errors import FailedPreconditionError, InvalidArgumentError
 from .iterators.base import Iterator
-from .nodes.base import UNKNOWN
 from .nodes.common import PassThrough
 
 GLOBAL_STATE_KIND = "jaxfeed.elastic"
@@ -79,8 +78,8 @@ class ElasticSelect(PassThrough):
 
     def cardinality(self):
         n = self.inputs[0].cardinality()
-        if n < 0:
-            return n if n != UNKNOWN else UNKNOWN
+        if n < 0:  # INFINITE stays infinite (the tail is unbounded); UNKNOWN stays unknown
+            return n
         return self.count_selected_below(n)
 
     def count_selected_below(self, pos: int) -> int:
