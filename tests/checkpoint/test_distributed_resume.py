@@ -98,14 +98,20 @@ def test_mirrored_distributed_iterator_resumes_exactly_after_every_step(tmp_path
 
 
 # ---------------------------------------------------------------------------------- two processes
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(n):
+    """n distinct free ports (held open together while chosen, so none is handed out twice)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def run_workers(mode, directory, k):
-    ports = [free_port() for _ in range(2)]
+    ports = free_ports(2)
     procs = []
     for i in range(2):
         env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
