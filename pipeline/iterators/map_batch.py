@@ -17,21 +17,24 @@ import collections
 import time
 from concurrent import futures
 
+import numpy as np
+
 from .. import structure
 from ..options import effective_deterministic
 from . import autotune
-from .base import Iterator, take_exactly
+from .base import Iterator, indices_exactly, take_exactly
 from .batch import stack_fast
 from .blocks import Failure, apply_block
 from .map import node_seeds, rng_factory
 
 
-def _map_block(fn, elements, unpack, label, position, extra, vectorized, what):
+def _map_block(fn, elements, stacked, unpack, label, position, extra, vectorized, what):
     """(batch or None, mapped results or None, seconds): a stacked batch when no element failed."""
     t0 = time.perf_counter()
     if vectorized:
         try:
-            stacked = structure.stack(elements, what=what)
+            if stacked is None:
+                stacked = structure.stack(elements, what=what)
             out = fn(*stacked) if (unpack and type(stacked) is tuple) else fn(stacked)
             return structure.normalize(out, f"result of {label}"), None, time.perf_counter() - t0
         except Exception:  # noqa: BLE001 - find the failing element the way the plain graph would
@@ -70,34 +73,45 @@ class MapBatchIterator(Iterator):
 
     # ------------------------------------------------------------------ producing blocks
     def _pull(self, n):
-        """(elements, position of the first) -- up to ``n`` input elements, [] at the end."""
-        elements = take_exactly(self.input, n)
-        position = self._position
-        self._position += len(elements)
-        return elements, position
+        """(elements, the same stacked or None, position of the first): up to ``n`` input elements.
 
-    def _run(self, elements, position):
+        Over an index stream the batch is gathered once; a plain array batch is iterated directly (its rows
+        are the elements) and a vectorized map gets it as is, with no per-element work at all."""
+        position = self._position
+        source = self.input.index_source
+        if source is not None:
+            idx = indices_exactly(self.input, n)
+            if len(idx) == 0:
+                return [], None, position
+            stacked = source.gather(idx)
+            elements = stacked if type(stacked) is np.ndarray else structure.unstack_rows(stacked, len(idx))
+        else:
+            elements, stacked = take_exactly(self.input, n), None
+        self._position += len(elements)
+        return elements, stacked, position
+
+    def _run(self, elements, stacked, position):
         unpack = type(elements[0]) is tuple
-        return _map_block(self._fn, elements, unpack, self._label, position, self._extra, self._vectorized,
-                          self._what)
+        return _map_block(self._fn, elements, stacked, unpack, self._label, position, self._extra,
+                          self._vectorized, self._what)
 
     def _next_block(self):
         """The next mapped block of up to ``b`` elements: (batch, None) or (None, results); None at the end."""
         if not self._parallel:
-            elements, position = self._pull(self._size)
-            if not elements:
+            elements, stacked, position = self._pull(self._size)
+            if not len(elements):
                 return None
-            batch, results, seconds = self._run(elements, position)
+            batch, results, seconds = self._run(elements, stacked, position)
             return batch, results
         if self._pool is None:
             self._pool = futures.ThreadPoolExecutor(self.workers, thread_name_prefix="jaxfeed-mapbatch")
         limit = 2 * (self._tuner.value if self._tuner is not None else self.workers)
         while not self._done and len(self._inflight) < limit:
-            elements, position = self._pull(self._size)
-            if not elements:
+            elements, stacked, position = self._pull(self._size)
+            if not len(elements):
                 self._done = True
                 break
-            self._inflight.append(self._pool.submit(self._run, elements, position))
+            self._inflight.append(self._pool.submit(self._run, elements, stacked, position))
         if not self._inflight:
             return None
         fut = self._inflight[0]

@@ -152,3 +152,9 @@ def test_vectorized_map_with_rng_stays_per_element():
     ds = Dataset.range(6).map(lambda x, rng: x + rng.integers(9), vectorized=True, with_rng=True, seed=1).batch(2)
     assert "[vectorized_map]" not in rewrites(ds)
     assert_same_after_rewrites(ds)
+
+
+@pytest.mark.parametrize("vectorized", [False, True])
+def test_fused_map_batch_over_a_random_access_array_source_matches_plain(vectorized):
+    ds = Dataset.from_tensor_slices(np.arange(30, dtype=np.float32).reshape(10, 3)).shuffle(10, seed=1).skip(1)
+    assert_same_after_rewrites(ds.map(lambda r: r * 2, vectorized=vectorized).batch(4))
