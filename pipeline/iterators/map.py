@@ -7,6 +7,7 @@ from .base import Iterator
 from .blocks import Delivery, apply_block
 
 BLOCK = 256  # elements pulled from the input per call when the consumer asks for many
+NEXT_BLOCK = 64  # the most elements read ahead for a consumer calling next() one element at a time
 
 
 class MapIterator(Iterator):
@@ -16,6 +17,7 @@ class MapIterator(Iterator):
         self._label = node.label()
         self._position = 0  # input elements consumed so far: the logical position of the next one
         self._ready = Delivery()
+        self._ahead = 1  # the next read-ahead block size for next()
         self._seeds = node_seeds(node)
         self._rng_extra = rng_factory(self._seeds, ctx.iteration)
 
@@ -31,8 +33,12 @@ class MapIterator(Iterator):
         return True
 
     def _next(self):
-        if not len(self._ready) and not self._refill(1):
-            raise StopIteration
+        if not len(self._ready):
+            # Read ahead in growing blocks (1, 2, 4, ... NEXT_BLOCK): the first element comes at once, and
+            # a consumer that keeps calling next() stops paying a whole block's machinery per element.
+            if not self._refill(self._ahead):
+                raise StopIteration
+            self._ahead = min(NEXT_BLOCK, 2 * self._ahead)
         return self._ready.take(1)[0]
 
     def _next_many(self, n):
