@@ -11,7 +11,10 @@
 - ``reduce``: the replicas' values go to the host and are combined there in a fixed order: ``axis=None``
   adds replica values in replica order; ``axis=k`` concatenates all replicas' values along k (true batch
   sizes, padding removed) and sums once, so a MEAN divides by the true number of examples and, with the
-  balanced split, the result does not depend on how many replicas the batch was split over.
+  balanced split, the result does not depend on how many replicas the batch was split over. A value that
+  is not distributed is treated as ``run`` would treat it, broadcast to every replica (tf.distribute's
+  rule): with an axis, SUM gives R x its sum along the axis and MEAN its mean; with ``axis=None``, MEAN
+  returns it and SUM raises ValueError when R > 1.
 """
 
 from __future__ import annotations
@@ -425,7 +428,7 @@ class MeshStrategy(LogicalDevices, Strategy):
                         value, is_leaf=lambda x: isinstance(x, PerReplica))):
                 return jax.tree_util.tree_map(lambda v: self.reduce(reduce_op, v, axis), value,
                                               is_leaf=lambda x: isinstance(x, PerReplica))
-            return self._reduce_non_distributed(reduce_op, value)
+            return self._reduce_non_distributed(reduce_op, value, axis)
         if value._strategy is not self:
             raise ValueError(f"reduce: the value was distributed by another strategy ({value._strategy!r})")
         replicas = value.host_values()

@@ -265,12 +265,72 @@ class Strategy:
         return Dataset.from_tensor_slices(numpy_input)
 
     # ------------------------------------------------------------------ reduce helpers
-    def _reduce_non_distributed(self, reduce_op, value):
-        """tf.distribute's rule: MEAN returns the value; so does SUM with one replica; else ValueError."""
+    def _reduce_non_distributed(self, reduce_op, value, axis=None):
+        """tf.distribute's rule for a value that is not distributed (``run`` would broadcast it to every
+        replica). ``axis=None``: MEAN returns the value; so does SUM with one replica; SUM of a numpy/Python
+        value that is all zeros gives zeros (tf's ``reduce_non_distributed_value``); else ValueError.
+        With an axis: see :func:`reduce_broadcast_value`."""
+        if axis is not None:
+            return reduce_broadcast_value(reduce_op, value, axis, self.num_replicas_in_sync)
         if reduce_op == ReduceOp.MEAN or self.num_replicas_in_sync == 1:
             return value
+        if _is_host_zeros(value):
+            return np.zeros(np.shape(value), np.asarray(value).dtype)
         raise ValueError(f"A non-DistributedValues value {value!r} cannot be reduced with the given reduce op "
                          f"{reduce_op}.")
+
+
+def _is_host_zeros(value) -> bool:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (np.ndarray, np.generic, int, float, complex)):
+        return False
+    try:
+        return bool(np.all(np.asarray(value) == 0))
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _axes(axis, rank):
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer, tuple, list)):
+        raise TypeError(f"Expected `axis` to be an integer, tuple or list not: {axis!r}")
+    out = []
+    for a in (axis if isinstance(axis, (tuple, list)) else (axis,)):
+        a = int(a)
+        if not -rank <= a < rank:
+            raise ValueError(f"`axis` = {a!r} out of range for `value` with rank {rank}")
+        out.append(a + rank if a < 0 else a)
+    return tuple(out)
+
+
+def reduce_broadcast_value(reduce_op, value, axis, num_replicas: int):
+    """``Strategy.reduce(op, value, axis)`` of a non-distributed value, as tf.distribute computes it: every
+    replica reduces its (broadcast) copy along ``axis`` (an int, tuple or list), then the replicas' results
+    are reduced. SUM: the per-replica sum added over the replicas in replica order (R x the sum along axis);
+    MEAN: that total divided by the element count along axis over all replicas (R x the count), i.e. the
+    value's mean along axis (integer values give a float mean, as tf's ``truediv``). Leaf by leaf for a nest;
+    a JAX tracer (inside ``merge_call``) is reduced with ``jax.numpy``."""
+    import jax
+    import jax.numpy as jnp
+
+    reduce_op = ReduceOp.parse(reduce_op)
+
+    def one(v):
+        traced = isinstance(v, jax.core.Tracer)
+        a = v if traced else np.asarray(v)
+        xp = jnp if traced else np
+        axes = _axes(axis, a.ndim)
+        per = xp.sum(a, axis=axes, dtype=a.dtype if a.dtype.kind in "fciu" else None)
+        total = per
+        for _ in range(int(num_replicas) - 1):  # replica order, as the cross-replica reduction adds them
+            total = total + per
+        if reduce_op == ReduceOp.SUM:
+            return total if traced else jnp.asarray(total)
+        count = int(np.prod([a.shape[k] for k in axes], dtype=np.int64)) * int(num_replicas)
+        mean = total / count
+        if a.dtype.kind in "fc":
+            mean = mean.astype(a.dtype)
+        return mean if traced else jnp.asarray(mean)
+
+    return jax.tree_util.tree_map(one, value)
 
 
 class _DefaultStrategy(Strategy):
@@ -314,12 +374,9 @@ class _DefaultStrategy(Strategy):
         reduce_op = ReduceOp.parse(reduce_op)
         if isinstance(value, DistributedValues):
             raise ValueError("the default strategy cannot reduce a value distributed by another strategy")
-        if axis is None:
+        if axis is None:  # one replica: tf's default strategy returns the value for SUM and MEAN
             return value
-        import jax.numpy as jnp
-
-        v = jnp.asarray(value)
-        return jnp.sum(v, axis=axis) if reduce_op == ReduceOp.SUM else jnp.mean(v, axis=axis)
+        return reduce_broadcast_value(reduce_op, value, axis, 1)
 
     def experimental_distribute_values_from_function(self, value_fn):
         return value_fn(ValueContext(0, 1))

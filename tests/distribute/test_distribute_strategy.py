@@ -187,6 +187,55 @@ def test_reduce_of_a_plain_value_mean_returns_it_and_sum_raises(s3):
         s3.reduce("SUM", 5.0, axis=None)
 
 
+@pytest.mark.parametrize("which", ["s1", "s8"])
+def test_reduce_of_a_plain_value_along_an_axis_reduces_each_replicas_broadcast_copy(which, request):
+    # tf.distribute: run broadcasts the value, each replica reduces along axis, then the replicas are reduced
+    s = request.getfixturevalue(which)
+    r = s.num_replicas_in_sync
+    v = np.arange(12, dtype=np.float32).reshape(4, 3)
+    np.testing.assert_array_equal(np.asarray(s.reduce("SUM", v, axis=0)), r * v.sum(0))
+    np.testing.assert_array_equal(np.asarray(s.reduce(ReduceOp.SUM, jnp.asarray(v), axis=1)), r * v.sum(1))
+    np.testing.assert_array_equal(np.asarray(s.reduce("SUM", v, axis=(0, 1))), r * v.sum())
+    np.testing.assert_allclose(np.asarray(s.reduce("MEAN", v, axis=0)), v.mean(0))
+    np.testing.assert_allclose(np.asarray(s.reduce("MEAN", v, axis=-1)), v.mean(-1))
+    assert float(s.reduce("MEAN", np.arange(4, dtype=np.int32), axis=0)) == 1.5  # truediv: a float mean
+    out = s.reduce("SUM", {"a": v, "b": v[:, 0]}, axis=0)
+    np.testing.assert_array_equal(np.asarray(out["b"]), r * v[:, 0].sum())
+    with pytest.raises(ValueError, match="out of range for `value` with rank 2"):
+        s.reduce("SUM", v, axis=2)
+    with pytest.raises(TypeError, match="Expected `axis` to be an integer, tuple or list"):
+        s.reduce("MEAN", v, axis="0")
+    # axis=None: MEAN returns the value; SUM returns it with one replica and raises with more
+    assert s.reduce("MEAN", v, axis=None) is v
+    if r == 1:
+        assert s.reduce("SUM", v, axis=None) is v
+    else:
+        with pytest.raises(ValueError, match="cannot be reduced with the given reduce op"):
+            s.reduce("SUM", v, axis=None)
+        assert s.reduce("SUM", np.zeros(2), axis=None).tolist() == [0.0, 0.0]  # tf's all-zeros exception
+
+
+def test_reduce_of_a_plain_value_along_an_axis_in_the_default_strategy_is_its_sum_or_mean():
+    s = jd.get_strategy()
+    assert s.num_replicas_in_sync == 1
+    v = np.arange(12, dtype=np.float32).reshape(4, 3)
+    np.testing.assert_array_equal(np.asarray(s.reduce("SUM", v, axis=0)), v.sum(0))
+    np.testing.assert_allclose(np.asarray(s.reduce("MEAN", v, axis=1)), v.mean(1))
+    assert s.reduce("SUM", v, axis=None) is v and s.reduce("MEAN", v, axis=None) is v
+    with pytest.raises(ValueError, match="out of range"):
+        s.reduce("SUM", v, axis=-3)
+
+
+def test_reduce_of_a_plain_value_along_an_axis_inside_merge_call_counts_every_replica(s8):
+    pr = per_replica(s8, [[1.0, 2.0]] * 8)
+
+    def merge(strategy, x):
+        return strategy.reduce("SUM", jnp.ones((2, 3)), axis=0) + strategy.reduce("MEAN", jnp.ones((2, 3)), axis=0)
+
+    out = s8.run(lambda x: jd.get_replica_context().merge_call(merge, args=(x,)), args=(pr,))
+    assert np.asarray(s8.experimental_local_results(out)[0]).tolist() == [17.0, 17.0, 17.0]
+
+
 def test_reduce_with_an_unknown_op_is_a_value_error(s3):
     with pytest.raises(ValueError, match="'MAX' is not a valid ReduceOp"):
         s3.reduce("MAX", per_replica(s3, [[1.0]] * 3), axis=None)
