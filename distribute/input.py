@@ -19,7 +19,10 @@ piece when B is unknown), and the ``PerReplica`` carries the true sizes (``.size
 ``experimental_local_results`` use them.
 
 A background thread prepares up to ``experimental_per_replica_buffer_size`` steps ahead and places them on
-the devices. ``get_state()`` stops it and returns
+the devices -- except under determinism (``jaxfeed.determinism.enable_op_determinism``) when the pipeline
+has a stateful function: then every step is read on the consumer's thread when it is asked for (tf.data's
+rule: stateful functions run in a fixed sequence, prefetch is switched off), the node that forced it is
+logged to the ``jaxfeed.determinism`` logger, and ``iterator.synchronous_reason`` names it. ``get_state()`` stops it and returns
 ``{"version": 1, "worker": <DatasetIterator state>, "buffered": [<steps read but not yet delivered>],
 "step": <steps delivered>}``; the buffered steps are host numpy data and are delivered first after
 ``set_state``, so nothing is lost or repeated.
@@ -28,7 +31,9 @@ the devices. ``get_state()`` stops it and returns
 from __future__ import annotations
 
 import collections
+import logging
 import queue
+import sys
 import threading
 
 import numpy as np
@@ -44,6 +49,7 @@ from .strategy import InputContext, InputOptions, InputReplicationMode
 from .values import PerReplica
 
 STATE_VERSION = 1
+_det_logger = logging.getLogger("jaxfeed.determinism")
 _SHAPE_KEEPING = frozenset({"Map", "ParallelMap", "Prefetch", "Filter", "Take", "Skip", "Repeat", "Shuffle",
                             "Cache", "WithOptions", "Shard", "IgnoreErrors", "TakeWhile", "AssertCardinality"})
 
@@ -178,6 +184,22 @@ class DistributedDataset:
         return state
 
 
+def _synchronous_reason(datasets):
+    """Why the steps must be read on the consumer's thread (determinism on and a stateful function in a
+    pipeline: which node), else None. Looks at ``jaxfeed.determinism`` only if it is already imported (it
+    cannot be enabled otherwise), so distribute never imports it."""
+    det = sys.modules.get("jaxfeed.determinism")
+    if det is None or not det.is_op_determinism_enabled():
+        return None
+    from jaxfeed.determinism.rewriter import stateful_reason
+
+    for ds in datasets:
+        reason = stateful_reason(ds._node)
+        if reason is not None:
+            return reason
+    return None
+
+
 class DistributedIterator:
     """Yields one ``PerReplica`` step at a time; see the module docstring (state, padding, prefetch)."""
 
@@ -198,6 +220,10 @@ class DistributedIterator:
         self._closed = False
         self._generation = 0
         self._uid = self._strategy._next_iterator_uid()
+        self.synchronous_reason = _synchronous_reason(dds._datasets)
+        if self.synchronous_reason is not None:
+            _det_logger.info("distributed iterator: steps are read on the consumer's thread, no prefetch thread "
+                             "(determinism is enabled and %s is stateful)", self.synchronous_reason)
         if self._strategy._multi_process and self._cap is None:
             raise ValueError("multi-worker distributed datasets need a per-replica capacity known statically: batch "
                              "the dataset with batch(global_batch_size) before distributing it")
@@ -348,7 +374,7 @@ class DistributedIterator:
             if isinstance(host, tuple):
                 return host
             return ("step", host, self._to_device(host))
-        if self._dds._options.experimental_per_replica_buffer_size == 0:
+        if self._dds._options.experimental_per_replica_buffer_size == 0 or self.synchronous_reason is not None:
             host = self._host_step()
             return ("end", None) if host is None else ("step", host, self._to_device(host))
         if self._thread is None:

@@ -301,3 +301,58 @@ def test_explain_says_which_policy_and_split_this_worker_runs(s3):
     text = s3.experimental_distribute_dataset(Dataset.range(8).batch(4)).explain()
     assert "policy DATA (requested AUTO)" in text and "unshardable source" in text
     assert "LegacyRebatch(num_replicas=3)" in text and "Shard(num_shards=1, index=0" in text
+
+
+# ------------------------------------------------------------------ determinism: stateful pipelines
+_SHARED = [0]  # state shared by the pipeline's map and the training loop
+
+
+def _count(x):
+    _SHARED[0] += 1
+    return x * 1000 + _SHARED[0]
+
+
+def test_stateful_pipeline_under_determinism_is_read_on_the_consumers_thread_without_prefetch(s2, caplog):
+    import logging
+    import threading
+    import warnings
+
+    from jaxfeed import determinism
+
+    def run(distributed):
+        ds = Dataset.range(12).map(_count).batch(4)
+        out = []
+        if distributed:
+            it = iter(s2.experimental_distribute_dataset(ds))
+            _SHARED[0] = 0  # (building the graph may trace the function for its element spec)
+            for step in it:
+                out.append(np.concatenate([np.asarray(v) for v in s2.experimental_local_results(step)]).tolist())
+                assert it._thread is None
+                assert not any(t.name == "jaxfeed-distribute-prefetch" for t in threading.enumerate())
+                _SHARED[0] += 100  # the training loop touches the same state between steps
+            return out, it
+        it = iter(ds)
+        _SHARED[0] = 0
+        for batch in it:  # the plain single-threaded run
+            out.append(np.asarray(batch).tolist())
+            _SHARED[0] += 100
+        return out, None
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # DeterminismWarning: the CPU backend has started already
+        determinism.enable_op_determinism()
+    try:
+        with caplog.at_level(logging.INFO, logger="jaxfeed.determinism"):
+            got, it = run(True)
+        expected, _ = run(False)
+    finally:
+        determinism.disable_op_determinism()
+    assert got == expected
+    assert expected[1][0] == 4 * 1000 + 100 + 5  # the loop's +100 came before the second step's map calls
+    assert "Map" in it.synchronous_reason and "_count" in it.synchronous_reason
+    assert any("no prefetch thread" in r.getMessage() and "Map" in r.getMessage() for r in caplog.records)
+    # determinism off: the prefetch thread is back
+    it2 = iter(s2.experimental_distribute_dataset(Dataset.range(12).map(_count).batch(4)))
+    next(it2)
+    assert it2.synchronous_reason is None and it2._thread is not None
+    it2.close()
