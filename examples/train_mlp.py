@@ -155,5 +155,15 @@ def main(argv=None):
     return result
 
 
+def leave_group():
+    """Multi-worker runs: leave the JAX group together before the process exits (a coordinator that exits
+    first makes the other workers abort)."""
+    if "jax" in sys.modules:
+        import jax
+
+        jax.distributed.shutdown()  # does nothing when jax.distributed was not initialised
+
+
 if __name__ == "__main__":
     main()
+    leave_group()

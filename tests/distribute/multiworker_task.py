@@ -62,11 +62,41 @@ def main():
             res = train_mlp.main(["--devices", "2", "--steps", "5"] + sys.argv[3:])
             result.update(losses=res["losses"], params=res["params"])
     except Exception as e:  # noqa: BLE001 - reported to the test
+        import traceback
+
         result["error"] = f"{type(e).__name__}: {e}"
+        traceback.print_exc()  # in the worker's log, which the test prints when it fails
     with open(out, "w") as f:
         json.dump(result, f)
     sys.stdout.flush()
+    sys.stderr.flush()
+    leave_group()
     os._exit(0)
+
+
+def leave_group(timeout=float(os.environ.get("JAXFEED_TEST_SHUTDOWN_TIMEOUT", "30"))):
+    """``jax.distributed.shutdown()`` before exiting: the tasks leave the group together (a coordinator that
+    exits first makes its peers abort). Bounded: when a peer has died the barrier cannot complete, and the
+    result is already written."""
+    if "jax" not in sys.modules:
+        return
+    import threading
+
+    import jax
+
+    def shutdown():
+        try:
+            jax.distributed.shutdown()
+            print("left the group: jax.distributed.shutdown() returned", file=sys.stderr, flush=True)
+        except Exception as e:  # noqa: BLE001 - the result is written; exit anyway
+            print(f"jax.distributed.shutdown failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+
+    t = threading.Thread(target=shutdown, daemon=True, name="leave-group")
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        print(f"jax.distributed.shutdown did not return within {timeout:g}s; exiting anyway", file=sys.stderr,
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -17,20 +17,69 @@ pytestmark = pytest.mark.multiprocess
 
 
 def free_ports(n):
-    """n distinct free ports (all held open while choosing, so the OS cannot hand out one twice)."""
-    socks = [socket.socket() for _ in range(n)]
+    """n distinct free ports for a TF_CONFIG cluster, without races: taken outside the kernel's ephemeral range
+    (which bind(0) and outgoing connections draw from, so nothing else is handed them while the workers start),
+    from a random place in that space (parallel test runs do not collide), and bindable right now (all held
+    open together while chosen, so none is chosen twice)."""
+    import random
+
     try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, _ = (int(x) for x in f.read().split())
+    except (OSError, ValueError):
+        low = 32768
+    top = low - 1 if low > 12000 else 65535
+    bottom = 10000 if low > 12000 else low + 10000  # an ephemeral range that starts low: stay above it
+    rng = random.Random(os.getpid() ^ int.from_bytes(os.urandom(4), "little"))
+    socks, ports = [], []
+    try:
+        while len(ports) < n:
+            port = rng.randrange(bottom, top)
+            if port in ports:
+                continue
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                s.close()
+                continue
+            socks.append(s)
+            ports.append(port)
+        return ports
     finally:
         for s in socks:
             s.close()
 
 
-def launch(tmp_path, mode, n, start=None, extra=(), chief=False):
+BIND_ERRORS = ("Address already in use", "cannot listen on its TF_CONFIG address", "Failed to bind")
+
+
+def describe(results):
+    """Every worker's exit status, result and log (stdout and stderr), for a failing assertion."""
+    parts = []
+    for i, r in enumerate(results):
+        parts.append(f"----- worker {i}: rc={r['rc']} result={json.dumps(r['result'])[:2000]}\n{r['log'][-6000:]}")
+    return "\n".join(parts)
+
+
+def assert_ok(results):
+    for r in results:
+        assert r["rc"] == 0 and r["result"] and "error" not in r["result"], describe(results)
+
+
+def launch(tmp_path, mode, n, start=None, extra=(), chief=False, timeout=120):
     """Start ``start`` (default n) of the n tasks of a TF_CONFIG cluster (the first one a chief if ``chief``);
-    returns their results."""
+    returns their results. All workers share one deadline (``timeout`` s); past it they are killed and the test
+    fails with every worker's log. A start that lost its port to another process is retried with new ports."""
+    for attempt in range(3):
+        results = _launch_once(tmp_path, mode, n, start, extra, chief, timeout, attempt)
+        if not any(e in r["log"] for r in results for e in BIND_ERRORS) or attempt == 2:
+            return results
+
+
+def _launch_once(tmp_path, mode, n, start, extra, chief, timeout, attempt):
+    import time
+
     ports = free_ports(n)
     addrs = [f"127.0.0.1:{p}" for p in ports]
     cluster = {"chief": addrs[:1], "worker": addrs[1:]} if chief else {"worker": addrs}
@@ -40,14 +89,32 @@ def launch(tmp_path, mode, n, start=None, extra=(), chief=False):
         task = {"type": tasks[i][0], "index": tasks[i][1]}
         env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster, "task": task}),
                    JAXFEED_TEST_TIMEOUTS=json.dumps(TIMEOUTS), XLA_FLAGS="--xla_force_host_platform_device_count=2")
-        out = tmp_path / f"{mode}_{i}.json"
+        out = tmp_path / f"{mode}_{attempt}_{i}.json"
+        log = open(tmp_path / f"{mode}_{attempt}_{i}.log", "w+b")  # a file: a chatty worker never blocks on a pipe
         procs.append((subprocess.Popen([sys.executable, TASK, mode, str(out), *extra], env=env, cwd=ROOT,
-                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT), out))
+                                       stdout=log, stderr=subprocess.STDOUT), out, log))
+    deadline = time.monotonic() + timeout
+    timed_out = False
+    for p, _, _ in procs:
+        try:
+            p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            break
+    if timed_out:
+        for p, _, _ in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     results = []
-    for p, out in procs:
-        log, _ = p.communicate(timeout=90)
+    for p, out, log in procs:
+        log.seek(0)
+        text = log.read().decode(errors="replace")
+        log.close()
         data = json.loads(out.read_text()) if out.exists() else None
-        results.append({"rc": p.returncode, "log": log.decode(errors="replace"), "result": data})
+        results.append({"rc": p.returncode, "log": text, "result": data})
+    if timed_out:
+        pytest.fail(f"{mode}: the workers did not finish within {timeout}s (killed)\n{describe(results)}")
     return results
 
 
@@ -56,16 +123,17 @@ def single_process_reference(tmp_path, devices):
     env = dict(os.environ)
     env.pop("TF_CONFIG", None)
     env.pop("XLA_FLAGS", None)
-    subprocess.run([sys.executable, os.path.join(ROOT, "examples", "train_mlp.py"), "--devices", str(devices),
-                    "--steps", "5", "--out", str(out)], env=env, cwd=ROOT, check=True, capture_output=True, timeout=90)
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "train_mlp.py"), "--devices", str(devices),
+                        "--steps", "5", "--out", str(out)], env=env, cwd=ROOT, capture_output=True, timeout=120)
+    assert p.returncode == 0, f"train_mlp.py --devices {devices}: rc={p.returncode}\n" + \
+        p.stderr.decode(errors="replace")[-6000:]
     return json.loads(out.read_text())
 
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_workers_end_with_identical_variables_equal_to_a_single_process_run(tmp_path, n):
     results = launch(tmp_path, "train", n)
-    for r in results:
-        assert r["rc"] == 0 and r["result"] and "error" not in r["result"], r["log"][-2000:]
+    assert_ok(results)
     params = [r["result"]["params"] for r in results]
     assert all(p == params[0] for p in params)  # bitwise identical on every worker
     ref = single_process_reference(tmp_path, 2 * n)
@@ -75,8 +143,8 @@ def test_workers_end_with_identical_variables_equal_to_a_single_process_run(tmp_
 
 def test_reduce_and_all_reduce_cross_processes_and_data_is_split_across_workers(tmp_path):
     results = launch(tmp_path, "reduce", 2)
+    assert_ok(results)
     r0, r1 = (r["result"] for r in results)
-    assert "error" not in r0 and "error" not in r1, results[0]["log"][-2000:]
     assert r0["sum"] == r1["sum"] == 10.0  # replicas 1+2+3+4 over two processes
     assert r0["all_reduce"] == r1["all_reduce"] == [10.0, 10.0]
     # DATA sharding after the legacy split (tf.distribute's rule): pieces alternate between workers
@@ -85,33 +153,60 @@ def test_reduce_and_all_reduce_cross_processes_and_data_is_split_across_workers(
     assert r0["means"] == r1["means"] == [2.5, 8.5, 14.5, 18.5]
 
 
+def test_every_worker_leaves_the_group_with_jax_distributed_shutdown_before_exiting(tmp_path):
+    results = launch(tmp_path, "reduce", 3)
+    assert_ok(results)
+    assert [r["result"]["sum"] for r in results] == [21.0] * 3  # replicas 1+...+6 over three processes
+    for r in results:  # no coordinator exits first and aborts its peers
+        assert "left the group: jax.distributed.shutdown() returned" in r["log"], describe(results)
+
+
+def test_worker_ports_are_distinct_bindable_and_outside_the_ephemeral_range():
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low, high = (int(x) for x in f.read().split())
+    if low <= 12000:
+        pytest.skip(f"the ephemeral port range starts at {low}: no room below it")
+    ports = free_ports(8)
+    assert len(set(ports)) == 8
+    assert all(not low <= p <= high for p in ports)
+    for p in ports:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", p))
+
+
 def test_a_chief_and_a_worker_form_the_group_with_the_chief_first(tmp_path):
-    r0, r1 = (r["result"] for r in launch(tmp_path, "reduce", 2, chief=True))
+    results = launch(tmp_path, "reduce", 2, chief=True)
+    assert_ok(results)
+    r0, r1 = (r["result"] for r in results)
     assert r0["task"] == ["chief", 0] and r0["process"] == 0 and r1["process"] == 1
     assert r0["sum"] == r1["sum"] == 10.0
 
 
 def test_a_worker_that_never_arrives_makes_the_others_fail_with_a_timeout(tmp_path):
-    (r0,) = launch(tmp_path, "reduce", 2, start=1)
-    assert "TimeoutError" in r0["result"]["error"] and "worker:1" in r0["result"]["error"]
+    results = launch(tmp_path, "reduce", 2, start=1)
+    (r0,) = results
+    assert r0["result"] and "TimeoutError" in r0["result"].get("error", "") and \
+        "worker:1" in r0["result"]["error"], describe(results)
 
 
 def test_a_worker_that_dies_makes_the_others_fail_with_a_timeout_in_the_input_loop(tmp_path):
-    r0, r1 = launch(tmp_path, "die_after_join", 2)
-    assert r1["rc"] == 3
-    assert "TimeoutError" in r0["result"]["error"] and "worker 1 did not report step" in r0["result"]["error"]
+    results = launch(tmp_path, "die_after_join", 2)
+    r0, r1 = results
+    assert r1["rc"] == 3, describe(results)
+    assert r0["result"] and "TimeoutError" in r0["result"].get("error", "") and \
+        "worker 1 did not report step" in r0["result"]["error"], describe(results)
 
 
 def test_a_worker_that_dies_during_run_makes_jax_terminate_the_others(tmp_path):
-    r0, r1 = launch(tmp_path, "die_in_run", 2)
-    assert r0["rc"] != 0 and r0["result"] is None
-    assert "stopped sending heartbeats" in r0["log"] or "another task died" in r0["log"]
+    results = launch(tmp_path, "die_in_run", 2)
+    r0, r1 = results
+    assert r0["rc"] != 0 and r0["result"] is None, describe(results)
+    assert "stopped sending heartbeats" in r0["log"] or "another task died" in r0["log"], describe(results)
 
 
 def test_file_sharded_training_from_tfrecords_keeps_workers_identical(tmp_path):
     results = launch(tmp_path, "train", 2, extra=["--tfrecord", str(tmp_path / "data")])
-    for r in results:
-        assert r["rc"] == 0 and r["result"] and "error" not in r["result"], r["log"][-2000:]
+    assert_ok(results)
     a, b = (r["result"] for r in results)
     assert a["params"] == b["params"] and a["losses"] == b["losses"]
     assert a["losses"][-1] < a["losses"][0]
