@@ -109,6 +109,7 @@ def plan(args, d, peers, results):
 
         tasks.append((f"{key} jaxfeed, hand loop" + (", npc sweep" if len(contenders) > 3 else ""),
                       local))
+        tasks.append((f"{key} jaxfeed peak memory", lambda key=key, entry=entry: _memory(args, d, key, entry)))
         for peer in peers:
             def run_peer(key=key, runs=runs, peer=peer):
                 res = runner.run_peer(args.peer_python, peer, key, d.path, min(args.repeats, PEER_REPEATS), 1,
@@ -126,6 +127,21 @@ def plan(args, d, peers, results):
 def _add_mbps(key, run, sizes):
     if key == "P3" and run.get("status") == "ok":
         run["mb_per_s"] = run["median"] * sizes["p3_bytes"] / 1e6
+
+
+def _memory(args, d, key, entry):
+    from .memory import MARKER
+
+    cmd = [sys.executable, "-m", "jaxfeed.bench.memory", key, os.path.abspath(d.path), "--max-seconds",
+           str(args.max_seconds)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tempfile.gettempdir())
+    except subprocess.TimeoutExpired:
+        entry["memory"] = {"status": "error", "reason": "timed out"}
+        return
+    line = next((l for l in reversed(proc.stdout.splitlines()) if l.startswith(MARKER)), None)
+    entry["memory"] = (json.loads(line[len(MARKER):]) if line else
+                       {"status": "error", "reason": f"exit {proc.returncode}: {proc.stderr.strip()[-300:]}"})
 
 
 def _p7(args, d, results):

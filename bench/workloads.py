@@ -89,23 +89,39 @@ def frame_record(payload: bytes) -> bytes:
     return header + struct.pack("<I", masked_crc(header)) + payload + struct.pack("<I", masked_crc(payload))
 
 
-def read_tfrecords(path, check_crc=True):
-    """Yield a TFRecord file's payloads (bytes), checking both CRCs: the hand-written reader."""
+def read_tfrecords(path, check_crc=True, block=1 << 20):
+    """Yield a TFRecord file's payloads (bytes), checking both CRCs: the hand-written reader.
+
+    Reads ``block`` bytes at a time (a record may straddle blocks), so the first record comes after one
+    small read, not after reading the whole file.
+    """
     check_crc = check_crc and HAVE_CRC32C
-    with open(path, "rb") as f:
-        data = f.read()
-    pos, end = 0, len(data)
     unpack_q, unpack_i = struct.Struct("<Q").unpack_from, struct.Struct("<I").unpack_from
-    while pos < end:
-        (length,) = unpack_q(data, pos)
-        if check_crc and unpack_i(data, pos + 8)[0] != masked_crc(data[pos:pos + 8]):
-            raise ValueError(f"{path}: corrupt length CRC at offset {pos}")
-        start = pos + 12
-        payload = data[start:start + length]
-        if check_crc and unpack_i(data, start + length)[0] != masked_crc(payload):
-            raise ValueError(f"{path}: corrupt record CRC at offset {pos}")
-        yield payload
-        pos = start + length + 4
+    offset = 0  # file offset of data[0], for messages
+    with open(path, "rb") as f:
+        data = b""
+        pos = 0
+        while True:
+            chunk = f.read(block)
+            data = data[pos:] + chunk if pos < len(data) else chunk
+            offset += pos
+            pos, end = 0, len(data)
+            while end - pos >= 12:
+                (length,) = unpack_q(data, pos)
+                if check_crc and unpack_i(data, pos + 8)[0] != masked_crc(data[pos:pos + 8]):
+                    raise ValueError(f"{path}: corrupt length CRC at offset {offset + pos}")
+                start = pos + 12
+                if end < start + length + 4:
+                    break
+                payload = data[start:start + length]
+                if check_crc and unpack_i(data, start + length)[0] != masked_crc(payload):
+                    raise ValueError(f"{path}: corrupt record CRC at offset {offset + pos}")
+                yield payload
+                pos = start + length + 4
+            if not chunk:
+                if pos < end:
+                    raise ValueError(f"{path}: truncated record at offset {offset + pos}")
+                return
 
 
 def interleave_round_robin(iterables, cycle_length):

@@ -92,6 +92,7 @@ def test_tfrecord_framing_round_trips_and_catches_corruption(tmp_path):
     payloads = [b"abc", b"", bytes(range(256))]
     path.write_bytes(b"".join(workloads.frame_record(p) for p in payloads))
     assert list(workloads.read_tfrecords(str(path))) == payloads
+    assert list(workloads.read_tfrecords(str(path), block=5)) == payloads  # records straddle reads
     raw = bytearray(path.read_bytes())
     raw[14] ^= 1  # a payload byte of the first record
     path.write_bytes(bytes(raw))
