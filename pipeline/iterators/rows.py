@@ -4,7 +4,8 @@ A ``RowQueue`` holds pending batch pieces (flattened leaves with a start row). T
 pieces -- views, no copy -- and only a batch that spans pieces costs one ``np.concatenate`` per leaf.
 
 ``regroup(batches, sizes)`` is the pure form: the rows of ``batches``, in order, cut into batches of
-``sizes[0], sizes[1], ...`` (used in turn). ``jaxfeed.distribute`` splits a global batch with it.
+``sizes[0], sizes[1], ...`` (used in turn). (``jaxfeed.distribute`` does not use this module: its per-replica
+split is ``distribute/rebatch.py``.)
 """
 
 from __future__ import annotations
@@ -66,7 +67,20 @@ class RowQueue:
         if len(parts) == 1:
             return structure.pack_as(template, parts[0][1])
         columns = zip(*(leaves for _, leaves in parts))
-        return structure.pack_as(template, [np.concatenate(col) for col in columns])
+        return structure.pack_as(template, [self._concatenate(j, col) for j, col in enumerate(columns)])
+
+    def _concatenate(self, leaf_index, col):
+        try:
+            return np.concatenate(col)
+        except ValueError:
+            shapes = [list(np.shape(c)[1:]) for c in col]
+            bad = next((i for i, s in enumerate(shapes) if s != shapes[0]), None)
+            if bad is None:
+                raise
+            raise InvalidArgumentError(
+                f"{self._what}: Cannot add tensor to the batch: number of elements does not match. Shapes are: "
+                f"[tensor]: {shapes[bad]}, [batch]: {shapes[0]} (rows of input batches with different shapes, "
+                f"leaf {leaf_index})", self._what) from None
 
     def _consume(self, piece, stop):
         self.rows -= stop - piece[2]
