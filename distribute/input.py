@@ -86,6 +86,9 @@ class DistributedDataset:
         self._element_spec = element_spec
         self.decision = decision  # the auto-shard decision (policy applied and why), None for from_function
         self._serial = 0
+        self._source = None  # experimental_distribute_dataset: the user's global dataset G
+        self._layout = None  # (replicas N, workers W, this worker) it was split for
+        self._elastic = None  # the elastic global state G was started from (restore_elastic), else None
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -113,7 +116,9 @@ class DistributedDataset:
                                                 keep_balanced=options.split == "balanced")
         cap = -(-b // n) if b > 0 else None
         spec = cls._per_replica_spec(dataset.element_spec, b, n, n > 1)
-        return cls(strategy, [Dataset(sharded)], options, True, cap, spec, decision)
+        dds = cls(strategy, [Dataset(sharded)], options, True, cap, spec, decision)
+        dds._source, dds._layout = dataset, (n, w_count, w_index)
+        return dds
 
     @classmethod
     def from_function(cls, strategy, dataset_fn, options=None):
@@ -177,6 +182,82 @@ class DistributedDataset:
         self._serial += 1
         return DistributedIterator(self)
 
+    # ------------------------------------------------------------------ elastic resume
+    def restore_elastic(self, states) -> "DistributedIterator":
+        """An iterator continuing a job whose W workers (any W, any replica count) saved ``states``
+        (``states[i]``: worker i's ``iterator.get_state()``, or its serialized bytes, all at the same step):
+        together, this job's workers yield exactly the global batches not yet consumed, in order.
+
+        Supported: datasets from ``experimental_distribute_dataset`` under DATA auto-sharding (AUTO falling
+        back to DATA included) with the legacy split, over a global dataset that ``jaxfeed.pipeline.elastic``
+        supports (deterministic, random-access sources); the others are refused with its errors. Each step
+        of such a job consumes exactly one global batch of G (the W x R pieces of one batch), so a state
+        saved at step S by every worker says: the first S global batches are consumed. The new job's workers
+        read ``elastic.worker_dataset(G, 1, 0, global_state)`` (G from batch S on, skipped by index
+        arithmetic over index streams), split for this strategy. A job restored this way can be resumed
+        elastically again (its states carry the global state it started from)."""
+        from jaxfeed.pipeline import checkpoint, elastic
+        from jaxfeed.pipeline.options import AutoShardPolicy
+        from jaxfeed.pipeline.errors import FailedPreconditionError
+
+        what = "DistributedDataset.restore_elastic"
+        if self._source is None:
+            raise InvalidArgumentError(f"{what}: only datasets from experimental_distribute_dataset can be restored "
+                                       "elastically (distribute_datasets_from_function builds its own pipelines).",
+                                       what)
+        if self.decision.applied != AutoShardPolicy.DATA or self._options.split == "balanced":
+            raise FailedPreconditionError(
+                f"{what}: elastic resume needs DATA auto-sharding with the legacy split (every step then consumes "
+                f"one global batch); this dataset uses {self.decision.applied.name}"
+                f"{' with split=balanced' if self._options.split == 'balanced' else ''}. Set "
+                "Options().experimental_distribute.auto_shard_policy = AutoShardPolicy.DATA.", what)
+        G = self._source
+        elastic.check_supported(G)
+        states = [checkpoint.deserialize(x) if isinstance(x, (bytes, bytearray, memoryview)) else x
+                  for x in states]
+        if not states:
+            raise InvalidArgumentError(f"{what}: no worker states given.", what)
+        for i, st_ in enumerate(states):
+            if not isinstance(st_, dict) or st_.get("version") != STATE_VERSION or "layout" not in st_:
+                raise InvalidArgumentError(f"{what}: state {i} is not a distributed iterator state of an "
+                                           "experimental_distribute_dataset iterator.", what)
+        previous = states[0].get("elastic")
+        steps = sorted({int(x["step"]) for x in states})
+        if len(steps) > 1 or any(x.get("elastic") != previous for x in states):
+            raise FailedPreconditionError(f"{what}: the workers' states are from different steps {steps} (or "
+                                          "different restores); save every worker at the same step.", what)
+        iterations = {int(x["workers"][0].get("iteration", 0)) for x in states}
+        if len(iterations) > 1:
+            raise FailedPreconditionError(f"{what}: the workers were in different epochs of the dataset "
+                                          f"(iteration keys {sorted(iterations)}).", what)
+        started = G if previous is None else elastic.worker_dataset(G, 1, 0, previous)
+        workers = len(states)
+        for i, st_ in enumerate(states):
+            n, w_count, w_index = (st_["layout"][k] for k in ("replicas", "num_workers", "worker"))
+            if (w_count, w_index) != (workers, i):
+                raise FailedPreconditionError(
+                    f"{what}: state {i} was saved by worker {w_index} of {w_count}; pass the {w_count} workers' "
+                    "states in worker order.", what)
+            expected = DistributedDataset.from_dataset(_Layout(n, w_count, w_index), started, self._options)
+            if st_["workers"][0].get("fingerprint") != expected._datasets[0].fingerprint():
+                where = checkpoint.describe_difference(st_["workers"][0].get("nodes"), expected._datasets[0]._node)
+                raise FailedPreconditionError(f"{what}: the state of worker {i} is not from this pipeline ({where}).",
+                                              what)
+        # G-level positions: the job consumed the first `steps[0]` batches of what it started from
+        holes = list((previous or {}).get("holes", []))
+        frontier = int((previous or {}).get("frontier", 0))
+        consumed = steps[0]
+        taken = min(consumed, len(holes))
+        holes, frontier = holes[taken:], frontier + (consumed - taken)
+        global_state = {"kind": elastic.GLOBAL_STATE_KIND, "version": elastic.GLOBAL_STATE_VERSION,
+                        "fingerprint": G.fingerprint(), "nodes": checkpoint.graph_signature(G._node),
+                        "iteration": iterations.pop(), "frontier": frontier, "holes": holes}
+        rest = elastic.worker_dataset(G, 1, 0, global_state)
+        new = DistributedDataset.from_dataset(self._strategy, rest, self._options)
+        new._source, new._elastic = G, global_state
+        new._datasets[0]._iterations = int(global_state["iteration"])  # the saved epoch's shuffle order
+        return iter(new)
+
     def reduce(self, initial_state, reduce_fn):
         state = initial_state
         for step in self:
@@ -198,6 +279,17 @@ def _synchronous_reason(datasets):
         if reason is not None:
             return reason
     return None
+
+
+class _Layout:
+    """What building one worker's distributed dataset asks of a strategy (for checking saved states)."""
+
+    def __init__(self, replicas, num_workers, worker):
+        self.num_replicas_in_sync = int(replicas)
+        self._w = (int(num_workers), int(worker))
+
+    def _input_workers(self):
+        return self._w
 
 
 class DistributedIterator:
@@ -436,7 +528,10 @@ class DistributedIterator:
                                                       "cap": int(h["cap"])}
                              for h in self._buffered if not isinstance(h, tuple)],
                 "template": None if self._template is None else st.flatten(self._template),
-                "step": self._delivered, "exhausted": self._exhausted}
+                "step": self._delivered, "exhausted": self._exhausted,
+                **({} if self._dds._layout is None else {
+                    "layout": dict(zip(("replicas", "num_workers", "worker"), self._dds._layout)),
+                    "elastic": self._dds._elastic})}
 
     def set_state(self, state: dict) -> None:
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION:

@@ -356,3 +356,102 @@ def test_stateful_pipeline_under_determinism_is_read_on_the_consumers_thread_wit
     next(it2)
     assert it2.synchronous_reason is None and it2._thread is not None
     it2.close()
+
+
+# ------------------------------------------------------------------ elastic resume (W workers -> W' workers)
+class _SimulatedWorker(jd.MirroredStrategy):
+    """Worker ``index`` of ``workers``, each with these local devices: one process plays them in turn."""
+
+    def __init__(self, devices, workers, index):
+        super().__init__(devices)
+        self._sim = (workers, index)
+
+    @property
+    def num_replicas_in_sync(self):
+        return len(self._devices) * getattr(self, "_sim", (1, 0))[0]
+
+    def _input_workers(self):
+        return getattr(self, "_sim", (1, 0))
+
+
+def _rows(step, local_replicas):
+    """The rows of one step, replica after replica (padding removed)."""
+    arr = np.asarray(step._leaves[0]).reshape(local_replicas, -1)
+    sizes = step.sizes if step.sizes is not None else [arr.shape[1]] * local_replicas
+    return [x for r in range(local_replicas) for x in arr[r, :int(sizes[r])].tolist()]
+
+
+def _data_sharded(ds):
+    o = Options()
+    o.experimental_distribute.auto_shard_policy = AutoShardPolicy.DATA
+    return ds.with_options(o)
+
+
+def _elastic_global_dataset():
+    return _data_sharded(Dataset.range(150).shuffle(40, seed=11).map(lambda x: x * 10).batch(16))
+
+
+@pytest.mark.parametrize("k", [0, 3, 10])
+def test_states_of_two_workers_restore_elastically_on_one_worker_with_exactly_the_unconsumed_batches(k):
+    from jaxfeed.pipeline import checkpoint
+
+    every_row = [x for b in _elastic_global_dataset() for x in np.asarray(b).tolist()]
+    consumed, states = [], []
+    for i in range(2):  # 2 workers x 2 replicas: each step, the 4 pieces of one global batch
+        w = _SimulatedWorker(["cpu:0", "cpu:1"], 2, i)
+        it = iter(w.experimental_distribute_dataset(_elastic_global_dataset()))
+        for _ in range(k):
+            consumed.extend(_rows(next(it), 2))
+        states.append(checkpoint.serialize(it.get_state()))  # with steps read ahead in the buffer
+        it.close()
+    s3 = strategy(3)  # the new job: 1 worker x 3 replicas (other piece sizes)
+    restored = s3.experimental_distribute_dataset(_elastic_global_dataset()).restore_elastic(states)
+    rest = [x for step in restored for x in _rows(step, 3)]
+    assert sorted(consumed + rest) == sorted(every_row)  # every element exactly once
+    assert rest == every_row[16 * k:]  # in the global order, from the first unconsumed batch
+
+
+def test_elastic_resume_can_be_resumed_elastically_again():
+    every_row = [x for b in _elastic_global_dataset() for x in np.asarray(b).tolist()]
+    states, head, got = [], [], []
+    for i in range(2):
+        it = iter(_SimulatedWorker(["cpu:0", "cpu:1"], 2, i).experimental_distribute_dataset(_elastic_global_dataset()))
+        head.extend(x for _ in range(2) for x in _rows(next(it), 2))
+        states.append(it.get_state())
+    assert sorted(head) == sorted(every_row[:32])  # two steps of two workers: the first two global batches
+    s3 = strategy(3)
+    it = s3.experimental_distribute_dataset(_elastic_global_dataset()).restore_elastic(states)
+    got.extend(x for _ in range(3) for x in _rows(next(it), 3))
+    again = [it.get_state()]
+    s2 = strategy(2)
+    it2 = s2.experimental_distribute_dataset(_elastic_global_dataset()).restore_elastic(again)
+    got.extend(x for step in it2 for x in _rows(step, 2))
+    assert got == every_row[32:]  # 3 batches on one worker of 3 replicas, then the rest on 2 replicas
+
+
+def test_elastic_restore_refuses_states_at_different_steps_and_unsupported_pipelines(s2):
+    from jaxfeed.pipeline.errors import FailedPreconditionError
+
+    def saved(steps):
+        states = []
+        for i, k in enumerate(steps):
+            it = iter(_SimulatedWorker(["cpu:0"], 2, i).experimental_distribute_dataset(_elastic_global_dataset()))
+            for _ in range(k):
+                next(it)
+            states.append(it.get_state())
+        return states
+
+    dds = s2.experimental_distribute_dataset(_elastic_global_dataset())
+    with pytest.raises(FailedPreconditionError, match="different steps"):
+        dds.restore_elastic(saved([1, 2]))
+    states = saved([1, 1])
+    with pytest.raises(FailedPreconditionError, match="state 0 was saved by worker 1 of 2"):
+        dds.restore_elastic(states[::-1])
+    other = _data_sharded(Dataset.range(150).shuffle(40, seed=12).map(lambda x: x * 10).batch(16))
+    with pytest.raises(FailedPreconditionError, match="not from this pipeline"):
+        s2.experimental_distribute_dataset(other).restore_elastic(states)
+    unseeded = _data_sharded(Dataset.range(40).shuffle(10).batch(4))
+    with pytest.raises(FailedPreconditionError, match="Shuffle.*random and unseeded"):
+        s2.experimental_distribute_dataset(unseeded).restore_elastic(states)
+    with pytest.raises(FailedPreconditionError, match="needs DATA auto-sharding"):
+        s2.experimental_distribute_dataset(off(Dataset.range(40).batch(4))).restore_elastic(states)
