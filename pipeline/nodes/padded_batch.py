@@ -19,7 +19,6 @@ import numbers
 import numpy as np
 
 from .. import structure
-from ..errors import InvalidArgumentError
 from .base import Node
 from .batch import batched_cardinality, check_batch_size
 

@@ -1,6 +1,5 @@
 """Pipelines for the checker's command-line tests (``module:function`` targets)."""
 
-import numpy as np
 
 from jaxfeed.pipeline import Dataset
 

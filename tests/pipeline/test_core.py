@@ -8,7 +8,7 @@ import pytest
 
 from jaxfeed.pipeline import AUTOTUNE, Dataset, Options, TensorSpec, errors
 from jaxfeed.pipeline.dataset import INFINITE_CARDINALITY, UNKNOWN_CARDINALITY
-from jaxfeed.pipeline.testing import assert_elements_equal, assert_resumes_everywhere, assert_same_after_rewrites
+from jaxfeed.pipeline.testing import assert_resumes_everywhere, assert_same_after_rewrites
 
 
 def values(ds):
