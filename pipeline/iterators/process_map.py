@@ -115,10 +115,22 @@ class _Pool:
     def __init__(self, fn, label: str, n: int):
         import cloudpickle
 
-        fn_bytes = cloudpickle.dumps(fn)
+        try:
+            fn_bytes = cloudpickle.dumps(fn)
+        except Exception as e:  # noqa: BLE001 - say which function and why, keep the cause
+            raise TypeError(f"{label}: executor='process' needs a function cloudpickle can serialise, and "
+                            f"{getattr(fn, '__qualname__', fn)!r} is not: {e}") from e
         ctx = mp_context()
         self.slabs = SlabPool(n, DEPTH)
-        self.procs, self.conns = [], []
+        self.procs, self.conns, self.outboxes, self.senders = [], [], [], []
+        self.closed = False
+        try:
+            self._start(ctx, fn_bytes, label, n)
+        except BaseException:
+            self.close()  # workers already started must not outlive a failed start
+            raise
+
+    def _start(self, ctx, fn_bytes, label, n):
         from . import worker
 
         for i in range(n):
@@ -135,7 +147,6 @@ class _Pool:
                         for i, (conn, box) in enumerate(zip(self.conns, self.outboxes))]
         for t in self.senders:
             t.start()
-        self.closed = False
 
     def send(self, worker: int, message: bytes) -> None:
         self.outboxes[worker].put(message)

@@ -200,3 +200,14 @@ def test_big_inputs_and_big_results_do_not_deadlock_the_pipes():
     images = np.zeros((600, 64, 64, 3), np.uint8)  # tasks and answers both far larger than a pipe buffer
     out = pmap(Dataset.from_tensor_slices(images), lambda im: im.astype(np.float32)).batch(100)
     assert sum(len(b) for b in out) == 600
+
+
+def test_unpicklable_function_is_a_type_error_naming_the_map():
+    import threading
+
+    lock = threading.Lock()
+    it = iter(pmap(Dataset.range(3), lambda x: (lock, x)[1]))
+    with pytest.raises(TypeError, match="executor='process' needs a function cloudpickle can serialise"):
+        next(it)
+    it.close()
+    assert worker_children() == []
