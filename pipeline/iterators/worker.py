@@ -19,6 +19,7 @@ import time
 import traceback
 
 from .. import structure
+from .batch import stack_fast
 from .blocks import Failure, apply_block
 from .map import rng_factory
 from .shared_memory import attach, has_big_leaf, pack_leaves
@@ -53,7 +54,7 @@ def main(conn, fn_bytes: bytes, label: str) -> None:
         tag = None
         if stack and not failed and results:
             try:
-                results, tag = [structure.stack(results, what=f"batch ({label})")], STACKED
+                results, tag = [stack_fast(results, f"batch ({label})")], STACKED
             except Exception:  # noqa: BLE001 - ragged elements travel one by one
                 pass
         per_element = (time.perf_counter() - t0) / max(1, len(block))
