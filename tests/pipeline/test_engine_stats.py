@@ -2,10 +2,9 @@
 
 import time
 
-import numpy as np
 import pytest
 
-from jaxfeed.pipeline import AUTOTUNE, Dataset, Options, errors
+from jaxfeed.pipeline import Dataset, Options, errors
 from jaxfeed.pipeline.stats import _Timed
 from jaxfeed.pipeline.testing import assert_resumes_everywhere
 

@@ -4,7 +4,6 @@ import threading
 import time
 
 import numpy as np
-import pytest
 
 from jaxfeed.pipeline import AUTOTUNE, Dataset, Options
 from jaxfeed.pipeline.iterators import autotune
