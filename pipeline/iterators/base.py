@@ -6,7 +6,7 @@
   ``n`` elements do *not* mean the end; only ``[]`` does. An error met in the middle of a block is raised
   by the *next* call, after the elements before it have been returned.
 - The base class owns ``next``/``next_many`` (they deliver a deferred error first); subclasses implement
-  ``_next`` and, for block work, ``_next_many``.
+  ``_next`` and, for block work, ``_next_many`` (a ``BlockIterator`` implements ``_next_many`` alone).
 - ``get_state()`` returns a small dict (positions, counters, RNG states; buffered elements only where they
   must be), ``set_state(state)`` restores it into a fresh iterator of the same node. Child states nest
   under their own keys. Background work (threads, processes) starts at the first ``next``, so creating an
@@ -95,6 +95,16 @@ class Iterator:
         for child in self.children():
             if child is not None:
                 child.close()
+
+
+class BlockIterator(Iterator):
+    """An iterator whose work is done a block at a time in ``_next_many``; ``_next`` is a block of one."""
+
+    def _next(self):
+        out = self._next_many(1)
+        if not out:
+            raise StopIteration
+        return out[0]
 
 
 def take_exactly(it: Iterator, n: int) -> list:

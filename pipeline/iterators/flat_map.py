@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..errors import in_transformation
 from ..nodes.common import call
 from ..nodes.flat_map import dataset_of
-from .base import Iterator
+from .base import BlockIterator
 
 
 def open_inner(node, ctx, element, position: int, transformation: str):
@@ -23,7 +23,7 @@ def open_inner(node, ctx, element, position: int, transformation: str):
     return ctx.build(inner)
 
 
-class FlatMapIterator(Iterator):
+class FlatMapIterator(BlockIterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)
         self.input = ctx.build(node.inputs[0])
@@ -47,12 +47,6 @@ class FlatMapIterator(Iterator):
                 return out
             self._inner.close()
             self._inner = self._element = None
-
-    def _next(self):
-        out = self._next_many(1)
-        if not out:
-            raise StopIteration
-        return out[0]
 
     def children(self):
         return [self.input, self._inner]

@@ -12,7 +12,7 @@ import numpy as np
 from .. import structure
 from ..errors import FailedPreconditionError, InvalidArgumentError
 from ..options import ExternalStatePolicy
-from .base import Iterator
+from .base import BlockIterator
 
 
 class _Mismatch(Exception):
@@ -105,7 +105,7 @@ def _cast(arr, dtype, value, label):
     return out
 
 
-class GeneratorIterator(Iterator):
+class GeneratorIterator(BlockIterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)
         self._label = node.label()
@@ -167,12 +167,6 @@ class GeneratorIterator(Iterator):
                 raise error
             self._deferred = error
         return out
-
-    def _next(self):
-        out = self._next_many(1)
-        if not out:
-            raise StopIteration
-        return out[0]
 
     def get_state(self):
         if self.ctx.options.experimental_external_state_policy == ExternalStatePolicy.FAIL:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from ..errors import in_transformation
 from ..nodes.elements import dataset_of_elements
-from .base import Iterator
+from .base import BlockIterator
 
 READ_BLOCK = 64
 
 
-class GroupByWindowIterator(Iterator):
+class GroupByWindowIterator(BlockIterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)
         self.input = ctx.build(node.inputs[0])
@@ -86,12 +86,6 @@ class GroupByWindowIterator(Iterator):
             number = self._windows
             self._windows += 1
             self._open(*window, number)
-
-    def _next(self):
-        out = self._next_many(1)
-        if not out:
-            raise StopIteration
-        return out[0]
 
     # ------------------------------------------------------------------ state
     def children(self):

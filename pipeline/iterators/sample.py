@@ -16,14 +16,14 @@ import numpy as np
 
 from .. import random_seed
 from ..errors import InvalidArgumentError
-from .base import Iterator
+from .base import BlockIterator
 from .blocks import Failure
 
 DRAW = 1024
 BLOCK = 64
 
 
-class _DirectedIterator(Iterator):
+class _DirectedIterator(BlockIterator):
     """Per-input queues and the pick loop; subclasses supply the choices."""
 
     def __init__(self, node, ctx, data_nodes):
@@ -66,12 +66,6 @@ class _DirectedIterator(Iterator):
                 raise
             self._deferred = e
         return out
-
-    def _next(self):
-        out = self._next_many(1)
-        if not out:
-            raise StopIteration
-        return out[0]
 
     def children(self):
         return list(self.inputs)

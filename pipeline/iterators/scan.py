@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import structure
 from ..errors import in_transformation
-from .base import Iterator
+from .base import BlockIterator
 from .blocks import Delivery, Failure
 
 BLOCK = 256
@@ -41,7 +41,7 @@ def check_new_state(initial, dtypes: list, new_state, label: str) -> None:
                         f"{structure.spec_of(initial)!r}, new {structure.spec_of(new_state)!r}.")
 
 
-class ScanIterator(Iterator):
+class ScanIterator(BlockIterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)
         self.input = ctx.build(node.inputs[0])
@@ -76,12 +76,6 @@ class ScanIterator(Iterator):
         if not len(self._ready) and not self._refill(min(n, BLOCK)):
             return []
         return self._ready.take(n)
-
-    def _next(self):
-        out = self._next_many(1)
-        if not out:
-            raise StopIteration
-        return out[0]
 
     def children(self):
         return [self.input]

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from .. import structure
-from .base import Iterator
+from .base import BlockIterator
 
 BLOCK = 256
 
 
-class UniqueIterator(Iterator):
+class UniqueIterator(BlockIterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)
         self.input = ctx.build(node.inputs[0])
@@ -40,12 +40,6 @@ class UniqueIterator(Iterator):
                     out.append(element)
             if out:
                 return out
-
-    def _next(self):
-        out = self._next_many(1)
-        if not out:
-            raise StopIteration
-        return out[0]
 
     def children(self):
         return [self.input]

@@ -8,13 +8,13 @@ goes on with the next position, after the elements before it have been delivered
 from __future__ import annotations
 
 from .. import structure
-from .base import Iterator
+from .base import BlockIterator
 from .blocks import Failure
 
 BLOCK = 256
 
 
-class ZipIterator(Iterator):
+class ZipIterator(BlockIterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)
         self.inputs = [ctx.build(i) for i in node.inputs]
@@ -68,12 +68,6 @@ class ZipIterator(Iterator):
         if pack is tuple:
             return list(zip(*rows))
         return [pack(row) for row in zip(*rows)]
-
-    def _next(self):
-        out = self._next_many(1)
-        if not out:
-            raise StopIteration
-        return out[0]
 
     def children(self):
         return list(self.inputs)
