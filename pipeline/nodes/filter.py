@@ -1,4 +1,5 @@
-"""``filter``: keep the elements for which a predicate returns True."""
+"""``filter``: keep the elements for which a predicate returns True; and the predicate node ``take_while``
+shares."""
 
 from __future__ import annotations
 
@@ -6,16 +7,15 @@ from .base import UNKNOWN
 from .common import PassThrough, check_signature
 
 
-class Filter(PassThrough):
-    """tf.data's ``filter`` [reference 3.2]. The predicate must return a scalar bool (a Python bool, a numpy
-    ``bool_`` or a 0-d bool array); any other result raises ValueError naming this node, at the element
-    where it happens (tf.data finds this when tracing; we only know once the predicate has run)."""
+class PredicateNode(PassThrough):
+    """A stage that judges its input's elements with ``predicate`` (filter, take_while); a subclass names
+    its ``transformation`` (for argument errors) and builds its iterator."""
 
-    kind = "Filter"
+    transformation = ""
 
     def __init__(self, input_node, predicate):
         super().__init__((input_node,))
-        check_signature(predicate, input_node, "filter")
+        check_signature(predicate, input_node, self.transformation)
         self.predicate = predicate
 
     def params(self):
@@ -26,6 +26,15 @@ class Filter(PassThrough):
 
     def cardinality(self):
         return UNKNOWN  # [reference 0.4]: -2 even for an infinite or empty input
+
+
+class Filter(PredicateNode):
+    """tf.data's ``filter`` [reference 3.2]. The predicate must return a scalar bool (a Python bool, a numpy
+    ``bool_`` or a 0-d bool array); any other result raises ValueError naming this node, at the element
+    where it happens (tf.data finds this when tracing; we only know once the predicate has run)."""
+
+    kind = "Filter"
+    transformation = "filter"
 
     def make_iterator(self, ctx):
         from ..iterators.filter import FilterIterator

@@ -2,28 +2,14 @@
 
 from __future__ import annotations
 
-from .base import UNKNOWN
-from .common import PassThrough, check_signature
+from .filter import PredicateNode
 
 
-class TakeWhile(PassThrough):
+class TakeWhile(PredicateNode):
     """The predicate follows ``filter``'s rules (a scalar bool, ValueError otherwise)."""
 
     kind = "TakeWhile"
-
-    def __init__(self, input_node, predicate):
-        super().__init__((input_node,))
-        check_signature(predicate, input_node, "take_while")
-        self.predicate = predicate
-
-    def params(self):
-        return {"predicate": self.predicate}
-
-    def functions(self):
-        return {"predicate": self.predicate}
-
-    def cardinality(self):
-        return UNKNOWN  # [reference 0.4]: -2 even for an infinite or empty input
+    transformation = "take_while"
 
     def make_iterator(self, ctx):
         from ..iterators.take_while import TakeWhileIterator
