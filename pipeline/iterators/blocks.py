@@ -86,6 +86,12 @@ class Delivery:
         self.pos = 0
         self.failed = failed
 
+    @classmethod
+    def of(cls, items) -> "Delivery":
+        """A delivery of ``items`` that finds its failures itself (for results from a saved state)."""
+        items = list(items)
+        return cls(items, any(type(r) is Failure for r in items))
+
     def __len__(self):
         return len(self.items) - self.pos
 

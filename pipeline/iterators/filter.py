@@ -130,8 +130,7 @@ class PredicateIterator(Iterator):
     def set_state(self, state):
         self.input.set_state(state["input"])
         self._position = int(state["position"])
-        ready = list(state["ready"])
-        self._ready = Delivery(ready, any(type(r) is Failure for r in ready))
+        self._ready = Delivery.of(state["ready"])
         self._stopped = bool(state["stopped"])
 
 

@@ -56,7 +56,7 @@ class MapIterator(Iterator):
     def set_state(self, state):
         self.input.set_state(state["input"])
         self._position = int(state["position"])
-        self._ready = Delivery(state["ready"], any(type(r).__name__ == "Failure" for r in state["ready"]))
+        self._ready = Delivery.of(state["ready"])
         self._seeds = None if state["seeds"] is None else tuple(state["seeds"])
         self._rng_extra = rng_factory(self._seeds, self.ctx.iteration)
 

@@ -334,7 +334,7 @@ class ProcessMapIterator(Iterator):
                 results = structure.unstack_rows(results[0], structure.batched_len(results[0]))
             pending.extend(results)
         self._inflight.clear()
-        self._ready = Delivery(pending, any(type(r) is Failure for r in pending))
+        self._ready = Delivery.of(pending)
         return {"input": self.input.get_state(), "position": self._position, "ready": pending,
                 "input_done": self._input_done, "seeds": self._seeds}
 
@@ -343,7 +343,7 @@ class ProcessMapIterator(Iterator):
         self.input.set_state(state["input"])
         self._position = int(state["position"])
         self._input_done = bool(state["input_done"])
-        self._ready = Delivery(state["ready"], any(type(r) is Failure for r in state["ready"]))
+        self._ready = Delivery.of(state["ready"])
         self._seeds = None if state["seeds"] is None else tuple(state["seeds"])
 
     def _shutdown(self):

@@ -88,5 +88,4 @@ class ScanIterator(BlockIterator):
         self.input.set_state(state["input"])
         self._state = state["state"]
         self._position = int(state["position"])
-        ready = list(state["ready"])
-        self._ready = Delivery(ready, any(type(r) is Failure for r in ready))
+        self._ready = Delivery.of(state["ready"])
