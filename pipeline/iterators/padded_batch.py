@@ -39,29 +39,29 @@ class PaddedBatchIterator(Iterator):
         source = self.input.index_source
         if source is not None:
             idx = indices_exactly(self.input, self._size)
-            n = len(idx)
-            if n == 0 or (self._drop and n < self._size):
-                self._done = True
-                raise StopIteration
-            first = self._position
-            self._position += n
+            first = self._claim(len(idx))
             batch = source.gather(idx)
             plans = self._plan_for(source.element_at(int(idx[0])))
             leaves = [self._pad_block(leaf, p, first) for leaf, p in zip(structure.flatten(batch), plans)]
             return structure.pack_as(batch, leaves)
         elements = take_exactly(self.input, self._size)
-        n = len(elements)
-        if n == 0 or (self._drop and n < self._size):
-            self._done = True
-            raise StopIteration
-        first = self._position
-        self._position += n
+        first = self._claim(len(elements))
         plans = self._plan_for(elements[0])
         if not structure.is_nested(elements[0]):
             return self._pad_column(elements, plans[0], first)
         columns = zip(*(structure.flatten(e) for e in elements))
         return structure.pack_as(elements[0], [self._pad_column(list(col), p, first)
                                                for col, p in zip(columns, plans)])
+
+    def _claim(self, n: int) -> int:
+        """The input position of the first of a batch's ``n`` elements; StopIteration, for good, when they
+        make no batch."""
+        if n == 0 or (self._drop and n < self._size):
+            self._done = True
+            raise StopIteration
+        first = self._position
+        self._position += n
+        return first
 
     # ------------------------------------------------------------------ padding
     def _target(self, shapes, plan, first):
