@@ -41,7 +41,7 @@ class PaddedBatchIterator(Iterator):
             idx = indices_exactly(self.input, self._size)
             first = self._claim(len(idx))
             batch = source.gather(idx)
-            plans = self._plan_for(source.element_at(int(idx[0])))
+            plans = self._plans if self._plans is not None else self._plan_for(source.element_at(int(idx[0])))
             leaves = [self._pad_block(leaf, p, first) for leaf, p in zip(structure.flatten(batch), plans)]
             return structure.pack_as(batch, leaves)
         elements = take_exactly(self.input, self._size)
