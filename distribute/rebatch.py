@@ -93,12 +93,6 @@ def _rows(batch, start, stop):
     return st.map_structure(lambda a: a[start:stop], batch)
 
 
-def _concat(parts):
-    if len(parts) == 1:
-        return parts[0]
-    return st.map_structure(lambda *xs: np.concatenate(xs, axis=0), *parts)
-
-
 class BalancedRebatchIterator(Iterator):
     """Works on flat lists of leaves (one flatten per input batch, one pack per output)."""
 

@@ -128,9 +128,5 @@ class PassThrough(Node):
         return sample_element(self.inputs[0])
 
 
-def input_cardinality(node: Node) -> int:
-    return node.inputs[0].cardinality()
-
-
 __all__ = ["AUTOTUNE", "SHARD_HINT", "INFINITE", "UNKNOWN", "call", "check_int", "check_parallelism",
            "check_signature", "sample_element", "spec_from_function", "PassThrough", "UNKNOWN_SPEC"]
