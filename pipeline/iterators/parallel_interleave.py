@@ -13,6 +13,12 @@ in the slot order of the sequential version (``interleave.py``, which holds the 
   sequential order, errors included.
 - ``deterministic=False``: when the current slot has nothing buffered, the consumer moves to a slot that
   has (or to an empty one while futures wait) instead of waiting. Every element still comes out once.
+- ``num_parallel_calls=AUTOTUNE``: how many slots are read at once (reader threads) is tuned by an
+  ``autotune.Tuner``: it starts at 1 and rises by one per ``autotune.WINDOW`` in which the consumer waited
+  for the current slot (measured in ``_await``, which also ticks the tuner while it waits, so a long wait
+  raises it too), up to ``min(cpu_budget, cycle)``; ``Options.autotune.enabled = False`` pins it there.
+  A slot the consumer waits for jumps the queue of read tasks. Parallelism only decides when reads
+  happen, never which element comes next: the order is the slot model's, whatever the tuner does.
 - ``get_state`` pauses the workers (queued tasks are dropped, running ones finish), records the input and
   every slot (element, position, inner state, buffered elements), then lets them go on: nothing in flight
   is lost or repeated. ``close`` stops and joins the workers, then closes every inner iterator.
@@ -22,19 +28,29 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 
 from ..options import effective_deterministic
+from . import autotune
 from .interleave import Slot, SlotCycle
 
 JOIN_TIMEOUT = 30
 
 
 class ParallelInterleaveIterator(SlotCycle):
+    clock = staticmethod(time.perf_counter)  # the tuner's clock (tests put a fake one here)
+
     def __init__(self, node, ctx):
         super().__init__(node, ctx)
         self.deterministic = effective_deterministic(ctx.options, node.deterministic)
         npc = node.num_parallel_calls
-        self.workers = npc if npc > 0 else self._cycle  # AUTOTUNE: one reader per open slot
+        self._tuner = None
+        if npc > 0:
+            self.workers = npc
+        else:  # AUTOTUNE: up to one reader per open slot, within the CPU budget
+            self.workers = max(1, min(ctx.cpu_count, self._cycle))
+            if autotune.enabled(ctx.options):
+                self._tuner = autotune.Tuner(1, self.workers, clock=self.clock)
         self._futures: collections.deque = collections.deque()
         self._lock = threading.Lock()
         self._task_ready = threading.Condition(self._lock)  # workers wait here
@@ -44,15 +60,30 @@ class ParallelInterleaveIterator(SlotCycle):
         self._paused = False
         self._closed = False
 
+    @property
+    def parallelism(self) -> int:
+        """Reader threads allowed now: the tuned value under AUTOTUNE, else ``workers``."""
+        return self._tuner.value if self._tuner is not None else self.workers
+
     # ------------------------------------------------------------------ workers
     def _start(self):
         with self._lock:
             for slot in self._all_slots():  # restored slots read ahead again
                 self._schedule(slot)
-        for i in range(self.workers):
-            t = threading.Thread(target=self._work, name=f"jaxfeed-interleave-{i}", daemon=True)
+        self._spawn()
+
+    def _spawn(self):
+        """Start reader threads up to ``parallelism`` (consumer thread; knobs never go down)."""
+        while len(self._threads) < self.parallelism:
+            t = threading.Thread(target=self._work, name=f"jaxfeed-interleave-{len(self._threads)}", daemon=True)
             t.start()
             self._threads.append(t)
+
+    def _tick(self):
+        """AUTOTUNE: let the tuner judge the window; more readers if it rose (consumer thread)."""
+        self._tuner.tick()
+        if len(self._threads) < self._tuner.value:
+            self._spawn()
 
     def _work(self):
         while True:
@@ -120,7 +151,16 @@ class ParallelInterleaveIterator(SlotCycle):
             if not self.deterministic and self._switch_to_ready():
                 return True
             self._schedule(slot)
-            self._data_ready.wait()
+            if slot.busy and self._tasks and self._tasks[0] is not slot and slot in self._tasks:
+                self._tasks.remove(slot)  # queued behind read-ahead: the consumer needs it first
+                self._tasks.appendleft(slot)
+            if self._tuner is None:
+                self._data_ready.wait()
+            else:  # measure the wait; tick while waiting so that a long wait raises parallelism too
+                t0 = self.clock()
+                self._data_ready.wait(autotune.WINDOW)
+                self._tuner.waited(self.clock() - t0)
+                self._tick()
         return True
 
     def _switch_to_ready(self) -> bool:
@@ -142,7 +182,10 @@ class ParallelInterleaveIterator(SlotCycle):
         if not self._threads:
             self._start()
         self._top_up()
-        return super()._next_many(n)
+        out = super()._next_many(n)
+        if self._tuner is not None:  # once per delivered block, as the other AUTOTUNE stages
+            self._tick()
+        return out
 
     # ------------------------------------------------------------------ state
     def _all_slots(self) -> list:

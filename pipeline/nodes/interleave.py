@@ -25,7 +25,8 @@ class Interleave(Node):
     With ``num_parallel_calls`` the open inner iterators (and the next ``cycle_length`` inputs, opened
     ahead) are read ahead in blocks by worker threads; the order is the sequential one unless
     ``deterministic=False`` (or ``Options.deterministic = False``), which emits from whichever open slot
-    has elements ready.
+    has elements ready. ``num_parallel_calls=AUTOTUNE`` starts with one reader thread and adds readers while
+    the consumer waits, up to ``min(Options.autotune.cpu_budget, cycle)`` (``parallel_interleave.py``).
     """
 
     kind = "Interleave"

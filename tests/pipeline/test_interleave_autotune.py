@@ -1,0 +1,208 @@
+"""interleave(num_parallel_calls=AUTOTUNE): reader parallelism tuned at run time, order unchanged."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from jaxfeed.pipeline import AUTOTUNE, Dataset, Options
+from jaxfeed.pipeline.iterators import autotune
+from jaxfeed.pipeline.iterators.parallel_interleave import ParallelInterleaveIterator
+from jaxfeed.pipeline.testing import assert_resumes_everywhere
+
+
+class SteppingClock:
+    """A fake clock that moves one tuning window per reading: every measured wait is one window long and
+    every tick judges a full window, so the tuner rises exactly when the consumer really blocked."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.lock = threading.Lock()
+
+    def __call__(self):
+        with self.lock:
+            self.now += autotune.WINDOW
+            return self.now
+
+
+def options(cpus=None, enabled=None, deterministic=None):
+    opts = Options()
+    opts.autotune.cpu_budget = cpus
+    opts.autotune.enabled = enabled
+    if deterministic is not None:
+        opts.deterministic = deterministic
+    return opts
+
+
+def values(ds):
+    return [int(x) for x in ds]
+
+
+def repeated(x):
+    return Dataset.from_tensors(x).repeat(x)
+
+
+def slow_inner(x):
+    def read(v):
+        time.sleep(0.002)
+        return x * 100 + v
+
+    return Dataset.range(4).map(read)
+
+
+def root_iterator(it):
+    inner = it._it
+    return getattr(inner, "inner", inner)
+
+
+def readers():
+    return {t for t in threading.enumerate() if t.name.startswith("jaxfeed-interleave")}
+
+
+@pytest.fixture
+def fake_clock(monkeypatch):
+    clock = SteppingClock()
+    monkeypatch.setattr(ParallelInterleaveIterator, "clock", staticmethod(clock))
+    return clock
+
+
+# ------------------------------------------------------------------------------------------ order
+@pytest.mark.parametrize("cycle,block", [(1, 1), (2, 1), (2, 2), (3, 2), (4, 3)])
+def test_autotuned_interleave_yields_exactly_the_sequential_order(cycle, block):
+    base = Dataset.range(1, 9)
+    sequential = values(base.interleave(repeated, cycle_length=cycle, block_length=block))
+    tuned = base.interleave(repeated, cycle_length=cycle, block_length=block, num_parallel_calls=AUTOTUNE)
+    assert values(tuned) == sequential
+    assert values(tuned.with_options(options(cpus=1))) == sequential
+    assert values(tuned.with_options(options(enabled=False))) == sequential
+
+
+def test_autotuned_interleave_keeps_the_order_while_parallelism_rises(fake_clock):
+    base = Dataset.range(12)
+    sequential = values(base.interleave(slow_inner, cycle_length=4, block_length=2))
+    it = iter(base.interleave(slow_inner, cycle_length=4, block_length=2, num_parallel_calls=AUTOTUNE)
+              .with_options(options(cpus=4)))
+    assert [int(x) for x in it] == sequential
+    assert root_iterator(it).parallelism > 1  # it did change while the order was checked
+
+
+def test_autotuned_interleave_on_random_configurations_matches_sequential():
+    rng = np.random.default_rng(1)
+    for _ in range(10):
+        sizes = rng.integers(0, 7, size=int(rng.integers(1, 9))).tolist()
+        cycle, block = int(rng.integers(1, 5)), int(rng.integers(1, 4))
+        base = Dataset.from_tensor_slices(np.array(sizes, dtype=np.int64)).enumerate()
+
+        def inner(i, n):
+            return Dataset.range(n).map(lambda v: i * 10 + v)
+
+        seq = values(base.interleave(inner, cycle_length=cycle, block_length=block))
+        par = values(base.interleave(inner, cycle_length=cycle, block_length=block, num_parallel_calls=AUTOTUNE))
+        assert par == seq, (sizes, cycle, block)
+
+
+def test_autotuned_nondeterministic_interleave_keeps_the_multiset():
+    ds = Dataset.range(1, 9).interleave(repeated, cycle_length=3, num_parallel_calls=AUTOTUNE,
+                                        deterministic=False)
+    assert sorted(values(ds)) == sorted(values(Dataset.range(1, 9).interleave(repeated, cycle_length=3)))
+
+
+# ------------------------------------------------------------------------------------------ tuning
+def test_parallelism_starts_at_one_and_rises_while_the_consumer_waits(fake_clock):
+    it = iter(Dataset.range(16).interleave(slow_inner, cycle_length=4, num_parallel_calls=AUTOTUNE)
+              .with_options(options(cpus=8)))
+    root = root_iterator(it)
+    assert root.parallelism == 1
+    next(it)  # the consumer waits for the first read: every window it waits, one more reader
+    assert root.parallelism > 1
+    list(it)
+    assert root.parallelism == 4  # cycle_length caps it (the CPU budget here is 8)
+    assert root._tuner.raises == 3
+    assert len(root._threads) == 4
+    it.close()
+
+
+def test_parallelism_stays_at_one_when_the_consumer_never_waits(fake_clock):
+    # every slot is read ahead before the consumer starts: no waits, so no raise
+    it = iter(Dataset.range(1, 5).interleave(repeated, cycle_length=2, num_parallel_calls=AUTOTUNE)
+              .with_options(options(cpus=4)))
+    root = root_iterator(it)
+    root._start()
+    root._top_up()
+    with root._lock:
+        while any(s.busy for s in root._all_slots()) or len(root._futures) < 2:
+            root._data_ready.wait(1)
+    first = [int(x) for x in it.next_many(3)]
+    assert first == [1, 2, 2]
+    assert root.parallelism == 1 and root._tuner.raises == 0
+    it.close()
+
+
+def test_cpu_budget_caps_the_tuned_parallelism(fake_clock):
+    before = readers()
+    it = iter(Dataset.range(16).interleave(slow_inner, cycle_length=4, num_parallel_calls=AUTOTUNE)
+              .with_options(options(cpus=2)))
+    out = [int(x) for x in it]
+    root = root_iterator(it)
+    assert out == values(Dataset.range(16).interleave(slow_inner, cycle_length=4))
+    assert root.parallelism == 2 and root._tuner.maximum == 2
+    assert len(readers() - before) <= 2
+    it.close()
+    assert not readers() - before
+
+
+def test_autotune_disabled_pins_interleave_parallelism_at_the_budget():
+    it = iter(Dataset.range(1, 6).interleave(repeated, cycle_length=4, num_parallel_calls=AUTOTUNE)
+              .with_options(options(cpus=3, enabled=False)))
+    next(it)
+    root = root_iterator(it)
+    assert root._tuner is None and root.parallelism == 3 and len(root._threads) == 3
+    it.close()
+
+
+def test_a_long_wait_raises_parallelism_before_anything_is_delivered():
+    # two inner datasets that only finish when both are being read at once: one reader alone would wait
+    # forever, so the tuner must act during the wait (real clock)
+    barrier = threading.Barrier(2, timeout=20)
+
+    def inner(x):
+        return Dataset.from_tensors(x).map(lambda v: (barrier.wait(), v)[1])
+
+    ds = Dataset.range(2).interleave(inner, cycle_length=2, num_parallel_calls=AUTOTUNE)
+    assert values(ds.with_options(options(cpus=2))) == [0, 1]
+
+
+# ------------------------------------------------------------------------------------------ state
+def test_autotuned_interleave_resumes_at_every_position():
+    def make():
+        return Dataset.range(1, 7).interleave(lambda x: Dataset.range(x).map(lambda v: x * 10 + v),
+                                              cycle_length=3, block_length=2, num_parallel_calls=AUTOTUNE)
+
+    assert_resumes_everywhere(make)
+
+
+def test_autotuned_interleave_resumes_at_every_position_while_tuning(fake_clock):
+    def make():
+        return (Dataset.range(6).interleave(slow_inner, cycle_length=3, num_parallel_calls=AUTOTUNE)
+                .with_options(options(cpus=3)))
+
+    assert_resumes_everywhere(make)
+
+
+def test_autotuned_interleave_with_errors_resumes_and_matches_sequential():
+    def fail_on_41(v):
+        if v == 41:
+            raise ZeroDivisionError("41")
+        return v
+
+    def make(npc):
+        def inner(x):
+            if x == 3:
+                raise KeyError("no dataset for 3")
+            return Dataset.range(x * 10, x * 10 + 3).map(fail_on_41)
+
+        return Dataset.range(1, 6).interleave(inner, cycle_length=2, num_parallel_calls=npc).ignore_errors()
+
+    assert values(make(AUTOTUNE)) == values(make(None))
+    assert_resumes_everywhere(lambda: make(AUTOTUNE))
