@@ -8,6 +8,12 @@ an input index below k + buffer_size. Over an index stream the buffer holds inte
 Random slots come from uniform doubles drawn 1024 at a time from a PCG64 generator keyed on (seeds,
 iteration); the state stores the generator as it was before the current draw and how many were used,
 so a restored iterator continues with exactly the same choices.
+
+Over indices the steady state (buffer full, input not exhausted) runs a chunk of steps at once in numpy:
+step t writes input x_t into slot j_t, so output k is the x of the latest earlier step that wrote slot
+j_k, or the slot's value at the start of the chunk. A stable argsort by slot finds those "previous
+writers". The choices and outputs are exactly the step-by-step algorithm's; only the draining at the end
+runs step by step.
 """
 
 from __future__ import annotations
@@ -34,13 +40,18 @@ class ShuffleIterator(Iterator):
         self._seeds = tuple(seeds)
         keys = ctx.iteration if node.reshuffle_each_iteration else ()
         self._rng = random_seed.generator(self._seeds, *keys)
-        self._draw_from = random_seed.generator_state(self._rng)
-        self._u = self._rng.random(DRAW).tolist()
-        self._used = 0
+        self._redraw()
         self._buffer: list = []
         self._incoming: list = []  # fetched from the input, not yet in the buffer
         self._input_done = False
         self._filled = False
+
+    def _redraw(self):
+        """The next DRAW uniform doubles; remember the generator's state before them (for saving)."""
+        self._draw_from = random_seed.generator_state(self._rng)
+        self._u_array = self._rng.random(DRAW)
+        self._u = self._u_array.tolist()  # the step-by-step loop reads Python floats faster
+        self._used = 0
 
     # ------------------------------------------------------------------ input
     def _pull(self, n):
@@ -78,9 +89,7 @@ class ShuffleIterator(Iterator):
         buf, out = self._buffer, []
         while len(out) < n and buf:
             if self._used == DRAW:
-                self._draw_from = random_seed.generator_state(self._rng)
-                self._u = self._rng.random(DRAW).tolist()
-                self._used = 0
+                self._redraw()
             j = int(self._u[self._used] * len(buf))
             self._used += 1
             out.append(buf[j])
@@ -93,11 +102,14 @@ class ShuffleIterator(Iterator):
         return out
 
     def _next(self):
+        if self._indices:
+            idx = self.next_indices(1)
+            if not len(idx):
+                raise StopIteration
+            return self.index_source.element_at(int(idx[0]))
         out = self._take(1)
         if not out:
             raise StopIteration
-        if self._indices:
-            return self.index_source.element_at(out[0])
         return out[0]
 
     def _next_many(self, n):
@@ -106,15 +118,68 @@ class ShuffleIterator(Iterator):
         return self._take(n)
 
     def next_indices(self, n):
-        return np.asarray(self._take(n), dtype=np.int64)
+        if not self._filled:
+            self._fill()
+            self._buffer = np.asarray(self._buffer, dtype=np.int64)
+            self._incoming = np.asarray(self._incoming[::-1], dtype=np.int64)  # forward order
+        parts, want = [], n
+        while want > 0:
+            if self._used == DRAW:
+                self._redraw()
+            if not len(self._incoming) and not self._input_done:
+                self._incoming = self.input.next_indices(max(FILL_BLOCK, want))
+                self._input_done = not len(self._incoming)
+            if len(self._incoming):
+                k = min(want, DRAW - self._used, len(self._incoming))
+                parts.append(self._steady_chunk(k))
+            elif len(self._buffer):
+                parts.append(self._drain_step())
+                k = 1
+            else:
+                break
+            want -= k
+        return np.concatenate(parts) if parts else np.empty(0, np.int64)
+
+    def _steady_chunk(self, k: int) -> np.ndarray:
+        """``k`` steps with a full buffer and ``k`` inputs at hand, vectorised (see module docstring)."""
+        buf, x = self._buffer, self._incoming[:k]
+        u = self._u_array[self._used:self._used + k]
+        self._used += k
+        slots = (u * len(buf)).astype(np.int64)  # the same doubles and product as int(u * len(buf))
+        order = np.argsort(slots, kind="stable")  # by slot, then by step
+        sorted_slots = slots[order]
+        same_as_before = np.empty(k, dtype=bool)
+        same_as_before[0] = False
+        same_as_before[1:] = sorted_slots[1:] == sorted_slots[:-1]
+        previous_writer = np.full(k, -1, dtype=np.int64)
+        previous_writer[order[same_as_before]] = order[np.flatnonzero(same_as_before) - 1]
+        out = np.where(previous_writer >= 0, x[np.maximum(previous_writer, 0)], buf[slots])
+        last_in_group = np.ones(k, dtype=bool)
+        last_in_group[:-1] = ~same_as_before[1:]
+        writers = order[last_in_group]
+        buf[slots[writers]] = x[writers]
+        self._incoming = self._incoming[k:]
+        return out
+
+    def _drain_step(self) -> np.ndarray:
+        """One step after the input ended: emit a random slot, move the last slot into it."""
+        buf = self._buffer
+        j = int(self._u[self._used] * len(buf))
+        self._used += 1
+        out = buf[j:j + 1].copy()
+        buf[j] = buf[-1]
+        self._buffer = buf[:-1]
+        return out
 
     def children(self):
         return [self.input]
 
     # ------------------------------------------------------------------ state
     def get_state(self):
+        # over indices, once filled, the buffer and the pending inputs are int64 arrays (pending in input
+        # order); over elements they are lists (pending inputs reversed, popped from the end)
         return {"input": self.input.get_state(), "seeds": list(self._seeds), "draw_from": self._draw_from,
-                "used": self._used, "buffer": list(self._buffer), "incoming": list(self._incoming),
+                "used": self._used, "buffer": _copy(self._buffer), "incoming": _copy(self._incoming),
                 "input_done": self._input_done, "filled": self._filled}
 
     def set_state(self, state):
@@ -122,12 +187,22 @@ class ShuffleIterator(Iterator):
         self._seeds = tuple(state["seeds"])
         self._draw_from = state["draw_from"]
         self._rng = random_seed.restore_generator(self._draw_from)
-        self._u = self._rng.random(DRAW).tolist()
+        self._u_array = self._rng.random(DRAW)
+        self._u = self._u_array.tolist()
         self._used = int(state["used"])
-        self._buffer = list(state["buffer"])
-        self._incoming = list(state["incoming"])
         self._input_done = bool(state["input_done"])
         self._filled = bool(state["filled"])
+        if self._indices and self._filled:
+            self._buffer = np.asarray(state["buffer"], dtype=np.int64).copy()
+            self._incoming = np.asarray(state["incoming"], dtype=np.int64).copy()
+        else:
+            self._buffer = list(state["buffer"])
+            self._incoming = list(state["incoming"])
+
+
+def _copy(items):
+    return items.copy() if isinstance(items, np.ndarray) else list(items)
+
 
 
 _END = object()
