@@ -64,6 +64,8 @@ def normalize_results(out: list, label: str) -> list:
     t = type(out[0])
     if issubclass(t, _PLAIN_LEAVES) and len(set(map(type, out))) == 1:
         return out
+    if t is tuple and all(type(o) is tuple and all(isinstance(v, _PLAIN_LEAVES) for v in o) for o in out):
+        return out  # flat tuples of numpy values (the common multi-output map) are elements already
     result = []
     for o in out:
         if type(o) is Failure:
