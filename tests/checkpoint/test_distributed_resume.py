@@ -9,15 +9,13 @@ worker count continues where every worker was.
 
 import json
 import os
-import socket
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 import resume_recipes as R
+from local_cluster import assert_ok, launch
 from jaxfeed.pipeline import Dataset, checkpoint
 from jaxfeed.pipeline.errors import InvalidArgumentError
 from jaxfeed.pipeline.testing import assert_elements_equal
@@ -98,44 +96,18 @@ def test_mirrored_distributed_iterator_resumes_exactly_after_every_step(tmp_path
 
 
 # ---------------------------------------------------------------------------------- two processes
-def free_ports(n):
-    """n distinct free ports (held open together while chosen, so none is handed out twice)."""
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def run_workers(mode, directory, k):
-    ports = free_ports(2)
-    procs = []
-    for i in range(2):
-        env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
-                                                     "task": {"type": "worker", "index": i}}))
-        env.pop("XLA_FLAGS", None)
-        out = os.path.join(directory, f"{mode}-{i}.json")
-        procs.append((subprocess.Popen([sys.executable, os.path.join(HERE, "distributed_task.py"), mode,
-                                        directory, str(k), out], env=env, stdout=subprocess.PIPE,
-                                       stderr=subprocess.STDOUT), out))
-    results = []
-    for proc, out in procs:
-        log, _ = proc.communicate(timeout=240)
-        assert proc.returncode == 0, log.decode()[-4000:]
-        with open(out) as f:
-            result = json.load(f)
-        assert "error" not in result, result["error"] + "\n" + log.decode()[-4000:]
-        results.append(result)
-    return results
+def run_workers(mode, tmp_path, k):
+    """The results of two processes running ``distributed_task.py MODE TMP_PATH K OUT``."""
+    task = os.path.join(HERE, "distributed_task.py")
+    results = launch(tmp_path, mode, 2, lambda out: [task, mode, str(tmp_path), str(k), str(out)], timeout=240)
+    assert_ok(results)
+    return [r["result"] for r in results]
 
 
 def test_two_process_job_restored_by_two_new_processes_continues_exactly(tmp_path):
     k = 2
-    saved = run_workers("save", str(tmp_path), k)
-    restored = run_workers("restore", str(tmp_path), k)
+    saved = run_workers("save", tmp_path, k)
+    restored = run_workers("restore", tmp_path, k)
     for i in range(2):
         assert saved[i]["head"] + restored[i]["tail"] == saved[i]["all"], f"worker {i}"
         assert restored[i]["tail"] == saved[i]["rest"]
