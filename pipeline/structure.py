@@ -338,6 +338,12 @@ def stack(elements: Sequence, spec=None, what: str = "batch"):
     first = elements[0]
     if not is_nested(first):
         return _stack_leaf(elements, 0, what)
+    for i, e in enumerate(elements):
+        if not same_structure(first, e):
+            from .errors import InvalidArgumentError
+
+            raise InvalidArgumentError(f"Cannot add element {i} to the {what}: its structure {describe(e)} "
+                                       f"differs from the first element's {describe(first)}.")
     columns = zip(*(flatten(e) for e in elements))
     return pack_as(first, [_stack_leaf(col, i, what) for i, col in enumerate(columns)])
 

@@ -111,7 +111,15 @@ def stack_fast(elements: list, what: str):
     if not structure.is_nested(first):
         out = _stack_leaf_fast(elements, first)
         return out if out is not None else structure.stack(elements, what=what)
-    columns = list(zip(*(structure.flatten(e) for e in elements)))
+    n = len(first) if type(first) is tuple else -1
+    if n >= 0 and all(not structure.is_nested(x) for x in first) and \
+            all(type(e) is tuple and len(e) == n for e in elements):
+        columns = list(zip(*elements))  # flat tuples (the common case): columns without flattening
+    else:
+        flat = [structure.flatten(e) for e in elements]
+        if len(set(map(len, flat))) != 1:
+            return structure.stack(elements, what=what)  # different structures: it raises, naming them
+        columns = list(zip(*flat))
     leaves = []
     for col in columns:
         out = _stack_leaf_fast(col, col[0])

@@ -462,3 +462,11 @@ def test_experimental_deterministic_is_an_alias():
     o = Options()
     o.experimental_deterministic = False
     assert o.deterministic is False and o.experimental_deterministic is False
+
+
+def test_batch_of_elements_with_different_structures_is_an_error_not_truncation():
+    def f(x):
+        return (x, x) if x < 2 else (x, x, x)
+
+    with pytest.raises(errors.InvalidArgumentError, match="structure"):
+        list(Dataset.range(4).map(f).batch(4))
