@@ -48,6 +48,23 @@ class ShardIterator(Iterator):
             if pos % n == i:
                 return element
 
+    def _next_many(self, k):
+        if self.index_source is not None:
+            return super()._next_many(k)
+        if not self._checked:
+            self._check_non_empty()
+        n, i = self._n, self._i
+        while True:
+            first = (i - self._pos) % n  # offset of the next kept position within the block
+            # never read past the k-th kept element: the input is consumed as element by element
+            block = self.input.next_many(min(first + (k - 1) * n + 1, BLOCK * n))
+            if not block:
+                return []
+            self._pos += len(block)
+            kept = block[first::n]
+            if kept:
+                return kept
+
     def next_indices(self, k):
         if not self._checked:
             self._check_non_empty()
