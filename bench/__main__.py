@@ -20,6 +20,10 @@ import time
 from . import data, report, runner, suite, workloads
 from .workloads import rows_of
 
+VECTORIZED = "jaxfeed (vectorized)"  # the same pipeline with its map declared vectorized=True
+FORMATS = "FORMATS"  # --only key of the reader section (bench/formats.py)
+# bench/formats.run() sizes per scale: TFRecord MiB, Parquet rows, repetitions (best of)
+FORMATS_SIZES = {"full": (128, 2_000_000, 3), "quick": (32, 500_000, 2), "tiny": (2, 20_000, 1)}
 SWEEP = (1, 2, 4)  # hand-picked num_parallel_calls settings for the AUTOTUNE check
 PEER_REPEATS = 3  # peers: fewer repetitions (their start-up in a fresh process dominates the time)
 
@@ -28,7 +32,8 @@ def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m jaxfeed.bench", description=__doc__.split("\n\n")[1])
     p.add_argument("--quick", action="store_true", help="smaller data and fewer repetitions (1-2 minutes)")
     p.add_argument("--scale", choices=sorted(workloads.SIZES), help="data sizes (default: full, quick with --quick)")
-    p.add_argument("--only", default=",".join(suite.ORDER), help="pipelines to run, e.g. P1,P3")
+    p.add_argument("--only", default=",".join(suite.ORDER + [FORMATS.lower()]),
+                   help="pipelines to run, e.g. P1,P3; 'formats': the reader section (default: all)")
     p.add_argument("--repeats", type=int, help="timed repetitions after one warm-up (default 5, 3 with --quick)")
     p.add_argument("--max-seconds", type=float,
                    help="stop a repetition after this long and rate the prefix (default 2, 1 with --quick)")
@@ -45,9 +50,9 @@ def parse_args(argv):
     args.repeats = args.repeats or (3 if args.quick else 5)
     args.max_seconds = args.max_seconds or (1.0 if args.quick else 2.0)
     args.only = [k.strip().upper() for k in args.only.split(",") if k.strip()]
-    unknown = [k for k in args.only if k not in suite.ORDER]
+    unknown = [k for k in args.only if k not in suite.ORDER and k != FORMATS]
     if unknown:
-        p.error(f"--only: unknown pipeline(s) {unknown}; choose from {suite.ORDER}")
+        p.error(f"--only: unknown pipeline(s) {unknown}; choose from {suite.ORDER + [FORMATS.lower()]}")
     return args
 
 
@@ -75,6 +80,9 @@ def plan(args, d, peers, results):
     sizes = d.sizes
 
     for key in args.only:
+        if key == FORMATS:
+            tasks.append(("formats: TFRecord and Parquet readers", lambda: _formats(args, results)))
+            continue
         if key == "P7":
             results["pipelines"]["P7"] = {
                 "title": "P2 via experimental_distribute_dataset on 8 CPU devices (hand loop + device_put)",
@@ -89,6 +97,12 @@ def plan(args, d, peers, results):
         contenders = {"jaxfeed": (lambda spec=spec: spec.make(d, None), rows_of),
                       "hand loop": (lambda spec=spec: spec.baseline(d), rows_of)}
         kinds = {"jaxfeed": "jaxfeed", "hand loop": "baseline"}
+        if spec.vectorized is not None:
+            contenders[VECTORIZED] = (lambda spec=spec: spec.vectorized(d, None), rows_of)
+            kinds[VECTORIZED] = "jaxfeed"
+        for label, make in spec.extra_baselines.items():
+            contenders[label] = (lambda make=make: make(d), rows_of)
+            kinds[label] = "baseline"
         if key == "P3":
             contenders["raw read()"] = (lambda: suite.baselines.p3_raw_read(d), lambda nbytes: nbytes,
                                         sum(os.path.getsize(f) for f in d.tfrecord_files))
@@ -107,8 +121,8 @@ def plan(args, d, peers, results):
                 else:
                     _add_mbps(key, runs[label], sizes)
 
-        tasks.append((f"{key} jaxfeed, hand loop" + (", npc sweep" if len(contenders) > 3 else ""),
-                      local))
+        tasks.append((f"{key} jaxfeed, hand loop" + (", vectorized" if spec.vectorized else "")
+                      + (", npc sweep" if any(k == "sweep" for k in kinds.values()) else ""), local))
         tasks.append((f"{key} jaxfeed peak memory", lambda key=key, entry=entry: _memory(args, d, key, entry)))
         for peer in peers:
             def run_peer(key=key, runs=runs, peer=peer):
@@ -142,6 +156,24 @@ def _memory(args, d, key, entry):
     line = next((l for l in reversed(proc.stdout.splitlines()) if l.startswith(MARKER)), None)
     entry["memory"] = (json.loads(line[len(MARKER):]) if line else
                        {"status": "error", "reason": f"exit {proc.returncode}: {proc.stderr.strip()[-300:]}"})
+
+
+def _formats(args, results):
+    """The reader section: ``bench/formats.run`` (TFRecord vs raw read(), Parquet vs read_table), here."""
+    from . import formats
+
+    mb, rows, repeats = FORMATS_SIZES[args.scale]
+    t0 = time.perf_counter()
+    try:
+        with tempfile.TemporaryDirectory(prefix="jaxfeed-bench-formats-", dir=args.data_dir) as tmp:
+            figures = formats.run(tmp, total_mb=mb, parquet_rows=rows, repeats=repeats)
+        figures["status"] = "ok"
+    except Exception as e:  # noqa: BLE001 - reported; the rest of the run stands
+        missing = runner.missing_part(e)
+        figures = {"status": "skipped" if missing else "error", "reason": missing or runner.describe_error(e)}
+    figures["sizes"] = {"tfrecord_mb": mb, "parquet_rows": rows, "repeats": repeats}
+    figures["seconds"] = round(time.perf_counter() - t0, 1)
+    results["formats"] = figures
 
 
 def _p7(args, d, results):

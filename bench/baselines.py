@@ -19,6 +19,13 @@ def p1(d):
         yield np.array([fn(i) for i in range(start, min(start + size, n))], dtype=np.int64)
 
 
+def p1_numpy_scalars(d):
+    """The same loop over numpy int64 scalars (what a tf.data-style pipeline hands a map function)."""
+    n, size, fn = d.sizes["p1_n"], w.P1_BATCH, w.add_one
+    for start in range(0, n, size):
+        yield np.array([fn(i) for i in np.arange(start, min(start + size, n), dtype=np.int64)], dtype=np.int64)
+
+
 def p2(d):
     """slices -> shuffle(10,000) -> batch(256): tf.data's shuffle buffer kept as indices, then one gather.
 

@@ -4,6 +4,10 @@ Each ``pN(d, npc)`` takes the loaded data (``data.Loaded``) and a ``num_parallel
 by the pipelines that have a parallel stage, P3-P5; the AUTOTUNE check passes 1, 2, 4, ...) and returns
 a ``Dataset``. A pipeline whose building blocks have not landed yet raises ``Unavailable``.
 
+``pN_vectorized`` is the same pipeline with its map declared ``vectorized=True`` (the function works on a
+batch too, so the vectorized_map pass calls it once per batch): the batch-first form a user writes when the
+function allows it, as tf.data users write ``batch -> map``. The per-element form stays measured next to it.
+
 ``PIPELINES`` lists them with what the report needs: the unit, the hand-written baseline, whether the
 AUTOTUNE check applies, and the bytes a pipeline keeps in flight in its buffers (for the memory check:
 nominal capacities, in bytes, from the sizes below).
@@ -13,6 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 from typing import Callable
+
+import numpy as np
 
 from . import baselines
 from . import workloads as w
@@ -44,6 +50,12 @@ def p1(d, npc=None):
     return Dataset.range(d.sizes["p1_n"]).map(w.add_one).batch(w.P1_BATCH)
 
 
+def p1_vectorized(d, npc=None):
+    """P1 with the map declared ``vectorized=True`` (``x + 1`` works on a batch too): once per batch."""
+    Dataset, _ = _dataset()
+    return Dataset.range(d.sizes["p1_n"]).map(w.add_one, vectorized=True).batch(w.P1_BATCH)
+
+
 def p2(d, npc=None):
     Dataset, AUTOTUNE = _dataset()
     return (Dataset.from_tensor_slices(d.rows)
@@ -63,11 +75,39 @@ def p3(d, npc=None):
             .prefetch(AUTOTUNE))
 
 
+def p3_vectorized(d, npc=None):
+    """P3 with the parse declared ``vectorized=True``: one ``frombuffer`` + ``sum(axis=1)`` per batch."""
+    Dataset, AUTOTUNE = _dataset()
+    (TFRecordDataset,) = _formats("TFRecordDataset")
+    npc = AUTOTUNE if npc is None else npc
+    files = Dataset.from_tensor_slices(d.tfrecord_files)
+    return (files.interleave(TFRecordDataset, cycle_length=w.P3_CYCLE, num_parallel_calls=npc)
+            .map(w.parse_record_or_batch, num_parallel_calls=npc, vectorized=True)
+            .batch(w.P3_BATCH)
+            .prefetch(AUTOTUNE))
+
+
 def p4(d, npc=None):
     Dataset, AUTOTUNE = _dataset()
     npc = AUTOTUNE if npc is None else npc
     return (Dataset.from_tensor_slices(d.images)
             .map(w.augment_with_rng, num_parallel_calls=npc, with_rng=True, seed=w.SEED)
+            .batch(w.P4_BATCH))
+
+
+def p4_vectorized(d, npc=None):
+    """P4 with the augmentation declared ``vectorized=True``: flip + normalise once per batch.
+
+    ``with_rng`` maps stay per element (the vectorized_map pass skips them), so the flip is keyed on the
+    element's position instead (``workloads.flips_keyed``), as tf.data's ``stateless_random_flip_left_right``
+    keyed on (seed, index) is: deterministic under any batching and parallelism. The position comes in as a
+    column of the slices, ``(arange(n), images)``: ``enumerate()`` (a zip with a range) is not gathered as
+    one index stream, so the batch would be pulled and stacked element by element (about 1.5x slower)."""
+    Dataset, AUTOTUNE = _dataset()
+    npc = AUTOTUNE if npc is None else npc
+    positions = np.arange(len(d.images), dtype=np.int64)
+    return (Dataset.from_tensor_slices((positions, d.images))
+            .map(w.augment_keyed, num_parallel_calls=npc, vectorized=True)
             .batch(w.P4_BATCH))
 
 
@@ -96,6 +136,8 @@ class Pipeline:
     in_flight: Callable  # (sizes) -> nominal bytes held in the pipeline's buffers
     tunable: bool = False  # has a parallel stage: run the AUTOTUNE check
     target_peers: str = "any"  # which peers count for the peer target ("python": same Python function)
+    vectorized: Callable | None = None  # (data, npc) -> Dataset: the same pipeline, map(..., vectorized=True)
+    extra_baselines: dict = dataclasses.field(default_factory=dict)  # {label: (data) -> batches}
 
 
 def _p3_bytes(s):
@@ -104,7 +146,8 @@ def _p3_bytes(s):
 
 PIPELINES = {
     "P1": Pipeline("P1", "per-element overhead: range -> map(x+1) -> batch(1024)", "elem", p1, baselines.p1,
-                   lambda s: 8, lambda s: 2 * w.P1_BATCH * 8),
+                   lambda s: 8, lambda s: 2 * w.P1_BATCH * 8, vectorized=p1_vectorized,
+                   extra_baselines={"hand loop over numpy int64 scalars": baselines.p1_numpy_scalars}),
     "P2": Pipeline("P2", "in-memory slices: shuffle(10,000) -> batch(256) -> prefetch", "row", p2,
                    baselines.p2, lambda s: s["p2_cols"] * 4,
                    # shuffle buffer of rows + a few prefetched batches
@@ -112,10 +155,12 @@ PIPELINES = {
     "P3": Pipeline("P3", "TFRecord: interleave(4) -> map(parse) -> batch(256) -> prefetch", "record", p3,
                    baselines.p3, _p3_bytes,
                    # 4 open files' read buffers (1 MiB each) + in-flight records and batches
-                   lambda s: w.P3_CYCLE * (1 << 20) + 8 * w.P3_BATCH * _p3_bytes(s), tunable=True),
+                   lambda s: w.P3_CYCLE * (1 << 20) + 8 * w.P3_BATCH * _p3_bytes(s), tunable=True,
+                   vectorized=p3_vectorized),
     "P4": Pipeline("P4", "numpy map: flip + normalise (seeded), parallel -> batch(128)", "img", p4,
                    baselines.p4, lambda s: s["p4_side"] ** 2 * 3 * 4,
-                   lambda s: 4 * w.P4_BATCH * s["p4_side"] ** 2 * 3 * 5, tunable=True),
+                   lambda s: 4 * w.P4_BATCH * s["p4_side"] ** 2 * 3 * 5, tunable=True,
+                   vectorized=p4_vectorized),
     "P5": Pipeline("P5", "Python map: tokenize lines, process workers -> batch(256)", "line", p5, baselines.p5,
                    lambda s: w.P5_LENGTH * 4, lambda s: 8 * w.P5_BATCH * (w.P5_LENGTH * 4 + 300),
                    tunable=True, target_peers="python"),

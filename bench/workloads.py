@@ -66,6 +66,14 @@ def parse_records(records):
     return a, a.sum(axis=1, dtype=np.int64)
 
 
+def parse_record_or_batch(record):
+    """P3's map declared ``vectorized=True``: one record (bytes) as ``parse_record``, or a batch of
+    equal-length records (a 1-D array of bytes objects) in one ``frombuffer`` + ``sum(axis=1)``."""
+    if isinstance(record, (bytes, bytearray, memoryview)):
+        return parse_record(record)
+    return parse_records(record)
+
+
 try:
     import google_crc32c
 
@@ -162,6 +170,39 @@ def augment(image, flip):
 def augment_with_rng(image, rng):
     """P4's map with a per-element generator (jaxfeed's ``with_rng=True``)."""
     return augment(image, rng.random() < 0.5)
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+def flips_keyed(index, seed: int = SEED) -> np.ndarray:
+    """Flip decisions keyed on (seed, element position), for one index or an array of them at once:
+    the low bit of splitmix64(seed * golden + index). Same answer per element however it is batched."""
+    z = np.atleast_1d(np.asarray(index)).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        z = z + np.uint64(seed) * _GOLDEN
+        z = (z ^ (z >> np.uint64(30))) * _MIX1
+        z = (z ^ (z >> np.uint64(27))) * _MIX2
+        z = z ^ (z >> np.uint64(31))
+    out = (z & np.uint64(1)).astype(bool)
+    return out if np.ndim(index) else out[0]
+
+
+def augment_keyed(index, image):
+    """P4's map declared ``vectorized=True`` (after ``enumerate``): one (index, image) or a batch of them.
+    The flip is keyed on the element's position (``flips_keyed``), as tf.data's stateless flip is; a batch
+    is flipped and normalised with a few whole-batch numpy operations."""
+    if np.ndim(index) == 0:
+        return augment(image, bool(flips_keyed(index)))
+    flips = flips_keyed(index)
+    out = np.empty(image.shape, np.float32)
+    np.copyto(out, image)
+    out[flips] = image[flips, :, ::-1]
+    out -= _MEAN
+    out *= _INV_STD
+    return out
 
 
 def flip_for(index: int, seed: int = SEED) -> bool:
