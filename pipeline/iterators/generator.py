@@ -123,9 +123,7 @@ class GeneratorIterator(BlockIterator):
 
     def _finish(self):
         self._exhausted = True
-        gen, self._gen = self._gen, None
-        if gen is not None and hasattr(gen, "close"):
-            gen.close()
+        self.close()
 
     def _open(self):
         self._gen = iter(self.node.generator(*self.node.args))
@@ -176,13 +174,11 @@ class GeneratorIterator(BlockIterator):
         return {"consumed": self._consumed, "exhausted": self._exhausted}
 
     def set_state(self, state):
-        if self._gen is not None:
-            self._finish()
+        self.close()
         self._consumed = self._replay = int(state["consumed"])
         self._exhausted = bool(state["exhausted"])
 
     def close(self):
-        if self._gen is not None:
-            gen, self._gen = self._gen, None
-            if hasattr(gen, "close"):
-                gen.close()
+        gen, self._gen = self._gen, None
+        if gen is not None and hasattr(gen, "close"):
+            gen.close()
