@@ -88,6 +88,11 @@ def sample_element(node: Node):
         if node.length() == 0:
             raise StopIteration
         return node.element_at(0)
+    return first_element(node)
+
+
+def first_element(node: Node):
+    """The first element of a throw-away iterator of ``node``; StopIteration for an empty one."""
     from ..iterators.context import IteratorContext
 
     ctx = IteratorContext()

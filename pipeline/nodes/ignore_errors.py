@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .base import UNKNOWN
-from .common import PassThrough
+from .common import PassThrough, first_element
 
 
 class IgnoreErrors(PassThrough):
@@ -30,15 +30,7 @@ class IgnoreErrors(PassThrough):
 
     def sample(self):
         """The first element that does not fail (the input's own sample might be one that does)."""
-        from ..iterators.context import IteratorContext
-
-        ctx = IteratorContext()
-        it = self.make_iterator(ctx)
-        try:
-            return it.next()
-        finally:
-            it.close()
-            ctx.close()
+        return first_element(self)
 
     def make_iterator(self, ctx):
         from ..iterators.ignore_errors import IgnoreErrorsIterator
