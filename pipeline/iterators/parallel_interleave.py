@@ -74,7 +74,7 @@ class ParallelInterleaveIterator(SlotCycle):
 
     def _spawn(self):
         """Start reader threads up to ``parallelism`` (consumer thread; knobs never go down)."""
-        while len(self._threads) < self.parallelism:
+        while len(self._threads) < self.parallelism and not self._closed:
             t = threading.Thread(target=self._work, name=f"jaxfeed-interleave-{len(self._threads)}", daemon=True)
             t.start()
             self._threads.append(t)
