@@ -66,24 +66,15 @@ class SkipIterator(Iterator):
                                        "would never end.", node.label())
 
     def _skip(self):
-        if self._to_skip is None:
-            self._drain()
-            return
+        """Read and drop the elements still to skip (to the end of the input for a negative count)."""
         use_indices = self.index_source is not None
-        while self._to_skip > 0:
-            k = min(self._to_skip, SKIP_BLOCK)
+        while self._to_skip != 0:
+            k = SKIP_BLOCK if self._to_skip is None else min(self._to_skip, SKIP_BLOCK)
             got = len(self.input.next_indices(k)) if use_indices else len(self.input.next_many(k))
             if got == 0:
                 self._to_skip = 0
-                return
-            self._to_skip -= got
-        self._to_skip = 0
-
-    def _drain(self):
-        use_indices = self.index_source is not None
-        while len(self.input.next_indices(SKIP_BLOCK) if use_indices else self.input.next_many(SKIP_BLOCK)):
-            pass
-        self._to_skip = 0
+            elif self._to_skip is not None:
+                self._to_skip -= got
 
     def _next(self):
         if self._to_skip != 0:
