@@ -12,7 +12,7 @@ import numpy as np
 
 from jaxfeed.pipeline import structure
 from jaxfeed.pipeline.dataset import Dataset
-from jaxfeed.pipeline.iterators.base import Iterator
+from jaxfeed.pipeline.iterators.base import BlockIterator
 from jaxfeed.pipeline.nodes.base import UNKNOWN, Node
 from jaxfeed.pipeline.nodes.common import AUTOTUNE, check_int
 
@@ -93,7 +93,7 @@ class FileReaderNode(Node):
         return None
 
 
-class FileRecordsIterator(Iterator):
+class FileRecordsIterator(BlockIterator):
     """Reads the input's files in order. Subclasses implement ``open_file(name, offset)`` returning a block
     source: ``read_block() -> (elements, offsets, error)`` (``offsets[i]`` is where element i starts, in
     the unit the source resumes from; ``error`` is raised after the elements and ends the file) and an
@@ -123,10 +123,7 @@ class FileRecordsIterator(Iterator):
         if i < len(self._items):  # the common case, without building a one-element list
             self._i = i + 1
             return self._items[i]
-        out = self._next_many(1)
-        if not out:
-            raise StopIteration
-        return out[0]
+        return super()._next()  # a block of one
 
     def _next_many(self, n):
         while True:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 
-from .base import Iterator
+from .base import BlockIterator
 from .cache_file import CacheReader, CacheWriter, finished
 
 log = logging.getLogger("jaxfeed")
@@ -32,7 +32,7 @@ PARTIAL_PASS_WARNING = (
     "`dataset.take(k).cache().repeat()` instead.")
 
 
-class CacheIterator(Iterator):
+class CacheIterator(BlockIterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)
         self._label = node.label()
@@ -108,10 +108,7 @@ class CacheIterator(Iterator):
             if self._mode == "write":
                 self._record_block([element])
             return element
-        out = self._next_many(1)
-        if not out:
-            raise StopIteration
-        return out[0]
+        return super()._next()  # a block of one
 
     def _read(self, n):
         if self._reader is None:
