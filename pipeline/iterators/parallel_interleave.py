@@ -16,7 +16,8 @@ in the slot order of the sequential version (``interleave.py``, which holds the 
 - ``num_parallel_calls=AUTOTUNE``: how many slots are read at once (reader threads) is tuned by an
   ``autotune.Tuner``: it starts at 1 and rises by one per ``autotune.WINDOW`` in which the consumer waited
   for the current slot (measured in ``_await``, which also ticks the tuner while it waits, so a long wait
-  raises it too), up to ``min(cpu_budget, cycle)``; ``Options.autotune.enabled = False`` pins it there.
+  raises it too), up to ``cycle`` (``min(cpu_budget, cycle)`` when ``Options.autotune.cpu_budget`` is set);
+  ``Options.autotune.enabled = False`` pins it there.
   A slot the consumer waits for jumps the queue of read tasks. Parallelism only decides when reads
   happen, never which element comes next: the order is the slot model's, whatever the tuner does.
 - ``get_state`` pauses the workers (queued tasks are dropped, running ones finish), records the input and
@@ -47,8 +48,10 @@ class ParallelInterleaveIterator(SlotCycle):
         self._tuner = None
         if npc > 0:
             self.workers = npc
-        else:  # AUTOTUNE: up to one reader per open slot, within the CPU budget
-            self.workers = max(1, min(ctx.cpu_count, self._cycle))
+        else:  # AUTOTUNE: up to one reader per open slot (readers mostly wait on I/O, as tf.data
+            # assumes), within Options.autotune.cpu_budget when the user sets one
+            budget = ctx.options.autotune.cpu_budget
+            self.workers = max(1, min(budget, self._cycle) if budget else self._cycle)
             if autotune.enabled(ctx.options):
                 self._tuner = autotune.Tuner(1, self.workers, clock=self.clock)
         self._futures: collections.deque = collections.deque()
