@@ -37,6 +37,8 @@ consumed prefix (cheap over index streams, a replay otherwise).
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from . import graph, structure
@@ -124,6 +126,22 @@ class ElasticSelectIterator(Iterator):
             self._pos = pos + 1
             if keep(pos):
                 return element
+
+    def _next_many(self, k):
+        if self.index_source is not None:
+            return super()._next_many(k)
+        node = self.node
+        while True:
+            # never read past the k-th next kept position: the input is consumed as element by element
+            last = node.nth_position(node.count_selected_below(self._pos) + k - 1)
+            block = self.input.next_many(min(last - self._pos + 1, _BLOCK * node.num_workers))
+            if not block:
+                return []
+            keep = node.selected(np.arange(self._pos, self._pos + len(block), dtype=np.int64))
+            self._pos += len(block)
+            kept = list(itertools.compress(block, keep.tolist()))
+            if kept:
+                return kept
 
     def next_indices(self, k):
         node = self.node
