@@ -5,7 +5,7 @@ from __future__ import annotations
 from .. import structure
 from ..errors import InvalidArgumentError
 from .base import INFINITE, UNKNOWN, Node
-from .common import check_int, check_parallelism, warn_deterministic_without_parallelism
+from .common import check_bool, check_int, check_parallelism, warn_deterministic_without_parallelism
 
 
 def check_batch_size(batch_size, transformation="batch") -> int:
@@ -28,9 +28,7 @@ class Batch(Node):
     def __init__(self, input_node, batch_size, drop_remainder=False, num_parallel_calls=None, deterministic=None):
         super().__init__((input_node,))
         self.batch_size = check_batch_size(batch_size)
-        if not isinstance(drop_remainder, bool):
-            raise TypeError(f"batch: `drop_remainder` must be a bool, got {drop_remainder!r}")
-        self.drop_remainder = drop_remainder
+        self.drop_remainder = check_bool(drop_remainder, "drop_remainder", "batch")
         self.num_parallel_calls = check_parallelism(num_parallel_calls, "batch")
         warn_deterministic_without_parallelism(deterministic, num_parallel_calls, "batch")
         self.deterministic = deterministic

@@ -55,6 +55,12 @@ def check_int(value, name: str, transformation: str) -> int:
     return int(value)
 
 
+def check_bool(value, name: str, transformation: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{transformation}: `{name}` must be a bool, got {value!r}")
+    return value
+
+
 def check_parallelism(value, transformation: str):
     if value is None:
         return None
@@ -133,5 +139,5 @@ class PassThrough(Node):
         return sample_element(self.inputs[0])
 
 
-__all__ = ["AUTOTUNE", "SHARD_HINT", "INFINITE", "UNKNOWN", "call", "check_int", "check_parallelism",
+__all__ = ["AUTOTUNE", "SHARD_HINT", "INFINITE", "UNKNOWN", "call", "check_bool", "check_int", "check_parallelism",
            "check_signature", "sample_element", "spec_from_function", "PassThrough", "UNKNOWN_SPEC"]

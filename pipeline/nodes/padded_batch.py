@@ -21,6 +21,7 @@ import numpy as np
 from .. import structure
 from .base import Node
 from .batch import batched_cardinality, check_batch_size
+from .common import check_bool
 
 TRANSFORMATION = "padded_batch"
 
@@ -41,9 +42,7 @@ class PaddedBatch(Node):
     def __init__(self, input_node, batch_size, padded_shapes=None, padding_values=None, drop_remainder=False):
         super().__init__((input_node,))
         self.batch_size = check_batch_size(batch_size, TRANSFORMATION)
-        if not isinstance(drop_remainder, bool):
-            raise TypeError(f"padded_batch: `drop_remainder` must be a bool, got {drop_remainder!r}")
-        self.drop_remainder = drop_remainder
+        self.drop_remainder = check_bool(drop_remainder, "drop_remainder", "padded_batch")
         self.padded_shapes = padded_shapes
         self.padding_values = padding_values
         if not self.lazy_spec:

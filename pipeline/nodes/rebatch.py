@@ -11,7 +11,7 @@ from __future__ import annotations
 from .. import structure
 from ..errors import InvalidArgumentError
 from .base import UNKNOWN, Node
-from .common import check_int
+from .common import check_bool, check_int
 from .unbatch import check_batched
 
 
@@ -34,9 +34,7 @@ class Rebatch(Node):
     def __init__(self, input_node, batch_size, drop_remainder=False):
         super().__init__((input_node,))
         self.sizes = check_sizes(batch_size)
-        if not isinstance(drop_remainder, bool):
-            raise TypeError(f"rebatch: `drop_remainder` must be a bool, got {drop_remainder!r}")
-        self.drop_remainder = drop_remainder
+        self.drop_remainder = check_bool(drop_remainder, "drop_remainder", "rebatch")
         if not self.lazy_spec:
             check_batched(input_node.element_spec, "rebatch")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from .. import structure
 from ..errors import InvalidArgumentError
 from .base import INFINITE, UNKNOWN, Node
-from .common import check_int
+from .common import check_bool, check_int
 
 
 class Window(Node):
@@ -22,9 +22,7 @@ class Window(Node):
         self.size = _positive(size, "size")
         self.shift = self.size if shift is None else _positive(shift, "shift")
         self.stride = _positive(stride, "stride")
-        if not isinstance(drop_remainder, bool):
-            raise TypeError(f"window: `drop_remainder` must be a bool, got {drop_remainder!r}")
-        self.drop_remainder = drop_remainder
+        self.drop_remainder = check_bool(drop_remainder, "drop_remainder", "window")
 
     @property
     def lazy_spec(self):
