@@ -15,6 +15,12 @@ here, faster than 1 MiB, and kinder to the caches):
 3. Records before the first damaged one are returned together with the error, which the caller raises
    after delivering them (tf.data's order).
 
+Where the optional C extension ``_tfrecord_c`` is built (``formats/_tfrecord_c.c``), ``RecordReader`` hands
+steps 1-2 to its ``split_records``: one C call per block walks the headers, checks both CRCs (SSE4.2
+where the CPU has it) and makes the payload bytes objects, stopping at the first incomplete or damaged
+record exactly where the Python path does, so records, offsets and errors are the same.
+``JAXFEED_NO_C_EXT=1`` (at import) forces the Python path.
+
 Damage (tf.data's messages, reference section 11): a bad length CRC is "corrupted record at <offset> (Is
 this even a TFRecord file?)" and ends the file (the next record cannot be found); a bad payload CRC is
 "corrupted record at <offset>" and reading goes on with the next record (the verified length still frames
@@ -27,6 +33,7 @@ records, at the cost of not noticing a file cut right after a record boundary + 
 from __future__ import annotations
 
 import itertools
+import os
 import struct
 
 import numpy as np
@@ -42,6 +49,21 @@ _LENGTH = struct.Struct("<Q")
 _HEADER = struct.Struct("<QI")
 _CRC = struct.Struct("<I")
 _RUN_MIN = 8  # same-size records in a row before numpy takes over (and the least a strided run is worth)
+
+
+def _load_c_extension():
+    """The optional C walker (``_tfrecord_c.split_records``), or None: not built (no compiler at install
+    time) or disabled with ``JAXFEED_NO_C_EXT=1`` (read at import time; tests flip ``_split_records``)."""
+    if os.environ.get("JAXFEED_NO_C_EXT", "") not in ("", "0"):
+        return None
+    try:
+        from . import _tfrecord_c
+    except ImportError:
+        return None
+    return _tfrecord_c.split_records
+
+
+_split_records = _load_c_extension()
 
 
 def locate(buf: bytes, pos: int, end: int):
@@ -220,6 +242,23 @@ class RecordReader:
             return [], _EMPTY, None
         while True:
             buf = self._buf
+            if _split_records is not None:  # the C walker: framing, both CRCs and the slices in one call
+                payloads, starts, end, bad = _split_records(buf, self._pos, self._verify)
+                if payloads or bad is not None:
+                    offsets = np.frombuffer(starts, dtype=np.int64) + self._base
+                    if bad is None:
+                        self._pos = end
+                        return payloads, offsets, None
+                    if bad == "length":
+                        self._done = True
+                    else:
+                        self._pos = end + _LENGTH.unpack_from(buf, end)[0] + FRAMING
+                    return payloads, offsets, corrupted(self._filename, end + self._base, bad == "length")
+                error = self._fill()
+                if error is not None or self._done:
+                    self._done = True
+                    return [], _EMPTY, error
+                continue
             starts, lengths, end = locate(buf, self._pos, len(buf))
             if len(starts):
                 payloads, bad, bad_header = check(buf, starts, lengths, self._verify)

@@ -1,0 +1,204 @@
+"""The optional C walker (``formats/_tfrecord_c.c``) against the pure Python path: the same records, offsets
+and errors (type, offset, message), block by block, on the fixtures, random records and damaged files.
+
+Skipped where the extension is not built. The Python path is selected by setting
+``tfrecord._split_records`` to None (what ``JAXFEED_NO_C_EXT=1`` does at import)."""
+
+import os
+import struct
+import subprocess
+import sys
+
+import google_crc32c
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from jaxfeed.formats import TFRecordDataset, crc, fs, tfrecord
+from jaxfeed.pipeline import errors
+
+_c = pytest.importorskip("jaxfeed.formats._tfrecord_c", reason="the C extension is not built")
+
+C_PATH = _c.split_records
+RECORDS = [b"alpha", b"", b"gamma-gamma", b"d" * 40]
+
+
+def blocks(path, split, block_size=tfrecord.BLOCK_SIZE, verify=True, monkeypatch=None):
+    """Every ``read_block()`` result of a whole file, going on after an error where the reader can (as
+    ``ignore_errors`` does): ``[(payloads, offsets, error, offset, can_continue), ...]``."""
+    monkeypatch.setattr(tfrecord, "_split_records", split)
+    reader = tfrecord.RecordReader(fs.open_stream(path), path, verify=verify, block_size=block_size)
+    out = []
+    try:
+        for _ in range(1_000_000):
+            payloads, offsets, error = reader.read_block()
+            err = None if error is None else (type(error), str(error), error.offset, error.filename)
+            out.append((list(payloads), [int(o) for o in offsets], err, reader.offset, reader.can_continue))
+            if error is not None and not reader.can_continue:
+                return out
+            if error is None and not payloads:
+                return out
+        raise AssertionError("the reader did not finish")
+    finally:
+        reader.close()
+
+
+def assert_same(path, monkeypatch, **kw):
+    python = blocks(path, None, monkeypatch=monkeypatch, **kw)
+    native = blocks(path, C_PATH, monkeypatch=monkeypatch, **kw)
+    assert native == python
+    return native
+
+
+def test_the_reader_uses_the_extension_by_default():
+    assert tfrecord._split_records is C_PATH or os.environ.get("JAXFEED_NO_C_EXT", "") not in ("", "0")
+
+
+def test_the_environment_variable_forces_the_python_path():
+    code = "from jaxfeed.formats import tfrecord; print(tfrecord._split_records is None)"
+    env = dict(os.environ, JAXFEED_NO_C_EXT="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
+
+
+@given(st.binary(max_size=3000))
+@settings(max_examples=200, deadline=None)
+def test_crc32c_equals_google_crc32c_in_hardware_and_table(data):
+    assert _c.crc32c(data) == google_crc32c.value(data)
+    assert _c._crc32c_table(data) == google_crc32c.value(data)
+
+
+def test_split_records_directly():
+    raw = tfrecord.frame_many(RECORDS)
+    payloads, starts, end, error = C_PATH(raw, 0, True)
+    assert payloads == RECORDS and error is None and end == len(raw)
+    assert struct.unpack(f"{len(RECORDS)}q", starts) == (0, 21, 37, 64)
+    # from an offset, and an incomplete record at the end
+    payloads, starts, end, error = C_PATH(raw[:-1], 21, True)
+    assert payloads == RECORDS[1:3] and end == 64 and error is None
+    assert C_PATH(b"", 0, True) == ([], b"", 0, None)
+    assert C_PATH(bytearray(raw), 0, False)[0] == RECORDS  # any buffer
+    with pytest.raises(ValueError):
+        C_PATH(raw, len(raw) + 1, True)
+    bad = bytearray(raw)
+    bad[37 + 12] ^= 1
+    assert C_PATH(bytes(bad), 0, True) == (RECORDS[:2], struct.pack("2q", 0, 21), 37, "payload")
+    assert C_PATH(bytes(bad), 0, False)[0] == RECORDS[:2] + [bytes(bad[49:60])] + RECORDS[3:]
+    bad = bytearray(raw)
+    bad[21 + 9] ^= 1
+    assert C_PATH(bytes(bad), 0, True)[1:] == (struct.pack("q", 0), 21, "length")
+
+
+@pytest.mark.parametrize("name", ["examples-0.tfrecord", "examples-1.tfrecord", "raw-sizes.tfrecord",
+                                  "sequences.tfrecord"])
+@pytest.mark.parametrize("block_size", [1, 100, 4096, tfrecord.BLOCK_SIZE])
+def test_fixtures_give_the_same_blocks(data_dir, name, block_size, monkeypatch):
+    out = assert_same(str(data_dir / name), monkeypatch, block_size=block_size)
+    assert sum(len(b[0]) for b in out) > 0 and all(b[2] is None for b in out)
+
+
+def test_fixtures_through_the_dataset(data_dir, monkeypatch):
+    names = [str(data_dir / n) for n in ("examples-0.tfrecord", "examples-1.tfrecord.gz")]
+    monkeypatch.setattr(tfrecord, "_split_records", None)
+    python = list(TFRecordDataset(names[:1]).as_numpy_iterator())
+    python_gz = list(TFRecordDataset(names[1:], compression_type="GZIP").as_numpy_iterator())
+    monkeypatch.setattr(tfrecord, "_split_records", C_PATH)
+    assert list(TFRecordDataset(names[:1]).as_numpy_iterator()) == python
+    assert list(TFRecordDataset(names[1:], compression_type="GZIP").as_numpy_iterator()) == python_gz
+
+
+record_sizes = st.one_of(st.integers(0, 5000), st.sampled_from([0, 1, 7, 1024, 1024, 1024]))
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                 HealthCheck.too_slow])
+@given(st.lists(record_sizes, max_size=40), st.integers(1, 12000), st.booleans(), st.data())
+def test_random_records_and_damage(tmp_path, monkeypatch, sizes, block_size, verify, data):
+    seed = data.draw(st.integers(0, 2**32 - 1))
+    rnd = __import__("random").Random(seed)
+    records = [rnd.randbytes(n) for n in sizes]
+    raw = bytearray(tfrecord.frame_many(records))
+    # without CRC checks a damaged length is believed (and a huge one read: MemoryError, on both paths)
+    kinds = ["none", "flip", "flip", "cut", "garbage", "length"] if verify else ["none", "cut"]
+    action = data.draw(st.sampled_from(kinds))
+    if action == "flip" and raw:
+        raw[data.draw(st.integers(0, len(raw) - 1))] ^= 1 << data.draw(st.integers(0, 7))
+    elif action == "cut" and raw:
+        raw = raw[:data.draw(st.integers(0, len(raw) - 1))]
+    elif action == "garbage":
+        raw += data.draw(st.binary(min_size=1, max_size=64))
+    elif action == "length" and raw:  # a wrong length with a matching CRC: records misframed
+        starts = [0]
+        for r in records[:-1]:
+            starts.append(starts[-1] + len(r) + 16)
+        at = data.draw(st.sampled_from(starts))
+        header = struct.pack("<Q", data.draw(st.integers(0, 20000)))
+        raw[at:at + 12] = header + struct.pack("<I", crc.masked_crc32c(header))
+    path = str(tmp_path / f"r-{seed}.tfrecord")
+    with open(path, "wb") as f:
+        f.write(raw)
+    out = assert_same(path, monkeypatch, block_size=block_size, verify=verify)
+    if action == "none":
+        assert [p for b in out for p in b[0]] == records
+
+
+def test_bad_payload_crc_then_the_next_record(tmp_path, monkeypatch):
+    raw = bytearray(tfrecord.frame_many(RECORDS * 3))
+    raw[37 + 12] ^= 0xFF  # record 2's payload
+    raw[len(raw) - 3] ^= 0x10  # the last record's CRC
+    path = str(tmp_path / "bad.tfrecord")
+    open(path, "wb").write(bytes(raw))
+    out = assert_same(path, monkeypatch)
+    errs = [b[2] for b in out if b[2] is not None]
+    assert [e[2] for e in errs] == [37, len(raw) - 56]
+    assert all(e[0] is errors.DataLossError and "corrupted record at" in e[1] and "Is this" not in e[1]
+               for e in errs)
+    assert [p for b in out for p in b[0]] == (RECORDS * 3)[:2] + (RECORDS * 3)[3:-1]
+
+
+def test_bad_length_crc_ends_the_file(tmp_path, monkeypatch):
+    raw = bytearray(tfrecord.frame_many(RECORDS))
+    raw[21 + 9] ^= 0x01
+    path = str(tmp_path / "bad.tfrecord")
+    open(path, "wb").write(bytes(raw))
+    out = assert_same(path, monkeypatch)
+    assert out[-1][2][1].endswith("corrupted record at 21 (Is this even a TFRecord file?)")
+    assert not out[-1][4]
+
+
+@pytest.mark.parametrize("garbage", [b"\x00" * 7, b"\xff" * 12, b"not a tfrecord file at all" * 3,
+                                     bytes(range(256)) * 4])
+def test_garbage(tmp_path, monkeypatch, garbage):
+    for i, raw in enumerate([garbage, tfrecord.frame_many(RECORDS) + garbage]):
+        path = str(tmp_path / f"g{i}.tfrecord")
+        open(path, "wb").write(raw)
+        for block_size in (1, 7, 50, tfrecord.BLOCK_SIZE):
+            assert_same(path, monkeypatch, block_size=block_size)
+
+
+def test_truncation_at_every_byte(tmp_path, monkeypatch):
+    raw = tfrecord.frame_many(RECORDS + [b"x" * 300])
+    for cut in range(len(raw) + 1):
+        path = str(tmp_path / f"cut-{cut}.tfrecord")
+        open(path, "wb").write(raw[:cut])
+        for block_size in (1, 13, tfrecord.BLOCK_SIZE):
+            out = assert_same(path, monkeypatch, block_size=block_size)
+            got = [p for b in out for p in b[0]]
+            assert got == (RECORDS + [b"x" * 300])[:len(got)]
+
+
+@pytest.mark.parametrize("size", [191, 192, 193, 767, 768, 769, 24575, 24576, 24577, 24576 + 769, 100_003])
+def test_large_and_boundary_sizes(tmp_path, monkeypatch, size):
+    """Sizes at the edges of the interleaved CRC spans (3 x 64, 3 x 256, 3 x 8192 bytes), CRC and copy."""
+    data = os.urandom(size)
+    assert _c.crc32c(data) == google_crc32c.value(data) == _c._crc32c_table(data)
+    records = [data, data[1:], b"", data[:-3]]
+    path = str(tmp_path / "big.tfrecord")
+    open(path, "wb").write(tfrecord.frame_many(records))
+    out = assert_same(path, monkeypatch, block_size=4096)
+    assert [p for b in out for p in b[0]] == records
+    raw = bytearray(tfrecord.frame_many(records))
+    raw[12 + size // 2] ^= 4
+    open(path, "wb").write(bytes(raw))
+    out = assert_same(path, monkeypatch)
+    assert out[0][2][2] == 0 and [p for b in out for p in b[0]] == records[1:]
