@@ -199,6 +199,9 @@ def slice_payloads(buf: bytes, first: np.ndarray, lengths: np.ndarray, runs) -> 
     return out
 
 
+UNCHECKED_READ_STEP = 64 << 20
+
+
 def corrupted(filename: str, offset: int, header: bool) -> errors.DataLossError:
     hint = " (Is this even a TFRecord file?)" if header else ""
     return fs.with_location(errors.DataLossError(
@@ -296,7 +299,11 @@ class RecordReader:
             length, stored = _HEADER.unpack_from(buf, pos)
             if self._verify and crc.masked_crc32c(buf[pos:pos + 8]) != stored:
                 return corrupted(self._filename, self._base + pos, True)
-            want = max(want, length + FRAMING - have)  # a big record: read it whole in one go
+            # a big record: read it whole in one go -- unless its length is unchecked (verify_crc=False),
+            # when a damaged length must not make us allocate its (arbitrary) size: read on in steps and
+            # let the end of the file report the truncated record
+            rest = length + FRAMING - have
+            want = max(want, rest if self._verify else min(rest, UNCHECKED_READ_STEP))
         chunk = self._stream.read(want)
         if not chunk:
             self._done = True

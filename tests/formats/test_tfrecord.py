@@ -173,3 +173,25 @@ def test_a_shard_put_on_the_file_names_reads_only_those_files(data_dir):
     node = TFRecordDataset(names)._node
     sharded = node.with_inputs([Dataset.from_tensor_slices(names).shard(2, 1)._node])
     assert list(Dataset(sharded)) == list(TFRecordDataset(names[1]))
+
+
+def test_unchecked_damaged_length_is_a_truncated_record_not_a_huge_allocation(tmp_path):
+    """verify_crc=False believes the length field; a damaged one (here ~2**62) must end in DataLossError
+    naming the file, not in MemoryError/OverflowError."""
+    import struct
+
+    from jaxfeed.formats import TFRecordDataset, TFRecordWriter
+    from jaxfeed.pipeline import errors
+
+    path = str(tmp_path / "bad.tfrecord")
+    with TFRecordWriter(path) as w:
+        w.write(b"a" * 10)
+        w.write(b"b" * 10)
+    data = bytearray(open(path, "rb").read())
+    second = 8 + 4 + 10 + 4
+    data[second:second + 8] = struct.pack("<Q", 2**62)
+    open(path, "wb").write(bytes(data))
+    it = iter(TFRecordDataset(path, verify_crc=False))
+    assert next(it) == b"a" * 10
+    with pytest.raises(errors.DataLossError, match="bad.tfrecord"):
+        next(it)
