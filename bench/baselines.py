@@ -73,14 +73,17 @@ def p3(d, check_crc=True):
 
 
 def p3_raw_read(d):
-    """Raw bandwidth: ``read()`` of the same files, no framing; yields byte counts (MB/s figures)."""
+    """Raw bandwidth: the same files read into one reused 4 MiB buffer (unbuffered ``readinto``), no framing;
+    yields byte counts (MB/s figures). The fastest plain read: ``read()`` returning a fresh 4 MiB ``bytes``
+    per call measured ~5x slower here (new pages each time), which would flatter the ratio to it."""
+    buf = bytearray(1 << 22)
     for path in d.tfrecord_files:
-        with open(path, "rb") as f:
+        with open(path, "rb", buffering=0) as f:
             while True:
-                chunk = f.read(1 << 22)
-                if not chunk:
+                n = f.readinto(buf)
+                if not n:
                     break
-                yield len(chunk)
+                yield n
 
 
 def p4(d):
