@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import structure
+from .base import Iterator
 from ..errors import in_transformation
 
 _PLAIN_LEAVES = (np.ndarray, np.generic, bytes)
@@ -119,3 +120,23 @@ class Delivery:
     def remaining(self) -> list:
         """The undelivered results (failures included), for a saved state."""
         return self.items[self.pos:]
+
+
+class DeliveringIterator(Iterator):
+    """A stage that computes results a block at a time into ``self._ready`` (a ``Delivery``) and hands them
+    out from there; subclasses implement ``_refill() -> bool`` (False at the end)."""
+
+    _ready: Delivery
+
+    def _refill(self) -> bool:
+        raise NotImplementedError
+
+    def _next(self):
+        if not len(self._ready) and not self._refill():
+            raise StopIteration
+        return self._ready.take(1)[0]
+
+    def _next_many(self, n):
+        if not len(self._ready) and not self._refill():
+            return []
+        return self._ready.take(n)

@@ -17,8 +17,7 @@ from concurrent import futures
 
 from ..options import effective_deterministic
 from . import autotune
-from .base import Iterator
-from .blocks import Delivery, Failure, apply_block
+from .blocks import Delivery, DeliveringIterator, Failure, apply_block
 from .map import node_seeds, rng_factory
 
 TARGET_TASK_SECONDS = 0.0005
@@ -44,7 +43,7 @@ def _run_block(fn, block, unpack, label, position, extra):
     return results, failed, (time.perf_counter() - t0) / max(1, len(block))
 
 
-class ParallelMapIterator(Iterator):
+class ParallelMapIterator(DeliveringIterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)
         self.input = ctx.build(node.inputs[0])
@@ -121,16 +120,6 @@ class ParallelMapIterator(Iterator):
         return True
 
     # ------------------------------------------------------------------ protocol
-    def _next(self):
-        if not len(self._ready) and not self._refill():
-            raise StopIteration
-        return self._ready.take(1)[0]
-
-    def _next_many(self, n):
-        if not len(self._ready) and not self._refill():
-            return []
-        return self._ready.take(n)
-
     def buffer_fill(self) -> float:
         return len(self._inflight) / (2 * (self._tuner.value if self._tuner is not None else self.workers))
 

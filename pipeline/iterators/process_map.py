@@ -26,8 +26,7 @@ from multiprocessing import connection
 from .. import structure
 from ..errors import WorkerDiedError
 from ..options import effective_deterministic
-from .base import Iterator
-from .blocks import Delivery, Failure
+from .blocks import Delivery, DeliveringIterator, Failure
 from .map import node_seeds
 from .shared_memory import SlabPool, unpack_leaves
 from .worker import STACKED
@@ -173,7 +172,7 @@ class _Pool:
         self.slabs.close()
 
 
-class ProcessMapIterator(Iterator):
+class ProcessMapIterator(DeliveringIterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)
         self.input = ctx.build(node.inputs[0])
@@ -304,16 +303,6 @@ class ProcessMapIterator(Iterator):
         self._ready = Delivery(results, failed)
         self._fill()
         return True
-
-    def _next(self):
-        if not len(self._ready) and not self._refill():
-            raise StopIteration
-        return self._ready.take(1)[0]
-
-    def _next_many(self, n):
-        if not len(self._ready) and not self._refill():
-            return []
-        return self._ready.take(n)
 
     def buffer_fill(self) -> float:
         return len(self._inflight) / (DEPTH * self.workers)
