@@ -3,11 +3,16 @@
 The unit of reading is a *row group* (Parquet) or a *record batch* (IPC file / Feather v2). When the file
 list is known at construction, the node knows every unit's row count from the file metadata and maps a
 global row index to (file, unit, row): shuffle / shard / skip / take move indices and ``batch`` gathers a
-whole batch in one call. A unit is read and converted to numpy once (every column with one
-``to_numpy(zero_copy_only=False)``) and cached, so a contiguous batch is a slice of those arrays, never a
-re-stacking of rows. Elements are dicts ``{column: scalar}``; with ``batch_size=n`` the dataset streams
-record batches instead (dicts of arrays of up to n rows). Strings and binaries become ``bytes`` in object
-arrays.
+whole batch in one call. A unit is read once and cached (the last ``CACHE_UNITS``): its fixed-width columns
+as numpy (views of the Arrow buffers where possible), so a contiguous batch is a slice of those arrays,
+never a re-stacking of rows; its string and binary columns stay Arrow and become ``bytes`` objects only for
+the rows a batch takes (a unit's worth of Python objects would be ~2.5x the Arrow bytes, held as long as the
+unit is cached). Row groups are decoded on the calling thread (Arrow's thread pool does not pay off for row
+groups of a few MiB and keeps per-thread allocator pools), and at most ``OPEN_FILES`` files stay open: a
+Parquet reader keeps about one row group's decode buffers until its file is closed.
+
+Elements are dicts ``{column: scalar}``; with ``batch_size=n`` the dataset streams record batches instead
+(dicts of arrays of up to n rows). Strings and binaries become ``bytes`` in object arrays.
 
 Sharding by row group: ``units()`` lists (file, unit, rows); ``shard_units(num_shards, index)`` keeps
 every num_shards-th unit from ``index`` (whole row groups per worker). A file list that is only known at
@@ -31,23 +36,61 @@ from jaxfeed.pipeline.nodes.base import UNKNOWN
 from . import fs
 from .reader import FileReaderNode, FileRecordsIterator, filenames_node
 
-_CACHE_UNITS = 2
-_OPEN_FILES = 8
+CACHE_UNITS = 2  # decoded units kept by a random-access node (batch gathers on worker threads may straddle two)
+OPEN_FILES = 2  # open files per node (consecutive units come from one file, a batch may straddle two)
 
 
 def to_numpy_columns(table) -> dict:
     """A Table/RecordBatch -> ``{name: numpy array}``; string-like columns become object arrays of bytes."""
     out = {}
     for name, col in zip(table.schema.names, table.columns):
-        t = col.type
-        if pa.types.is_string(t) or pa.types.is_large_string(t):
-            col = col.cast(pa.binary() if pa.types.is_string(t) else pa.large_binary())
-        out[name] = col.to_numpy(zero_copy_only=False)
+        out[name] = _as_binary(col).to_numpy(zero_copy_only=False)
     return out
 
 
+def _is_bytes_like(t) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or \
+        pa.types.is_large_binary(t)
+
+
+def _as_binary(col):
+    """A string column as binary (a zero-copy cast: its numpy form holds ``bytes``); others unchanged."""
+    t = col.type
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return col.cast(pa.binary() if pa.types.is_string(t) else pa.large_binary())
+    return col
+
+
+def gather_columns(table) -> dict:
+    """A unit's columns as random-access gathers keep them: numpy arrays, except string and binary columns,
+    which stay one (binary) Arrow array each until ``rows_of`` / ``take_of`` converts the rows asked for."""
+    out = {}
+    for name, col in zip(table.schema.names, table.columns):
+        if _is_bytes_like(col.type):
+            col = _as_binary(col)
+            out[name] = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        else:
+            out[name] = col.to_numpy(zero_copy_only=False)
+    return out
+
+
+def rows_of(col, lo: int, hi: int):
+    """Rows ``lo:hi`` of a ``gather_columns`` column: a view of a numpy column, a new object array of bytes
+    from an Arrow one."""
+    if isinstance(col, np.ndarray):
+        return col[lo:hi]
+    return col.slice(lo, hi - lo).to_numpy(zero_copy_only=False)
+
+
+def take_of(col, rows):
+    """The given rows (an int array) of a ``gather_columns`` column, as a new numpy array."""
+    if isinstance(col, np.ndarray):
+        return col[rows]
+    return col.take(pa.array(rows)).to_numpy(zero_copy_only=False)
+
+
 def _numpy_dtype(t) -> np.dtype:
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
+    if _is_bytes_like(t):
         return np.dtype(object)
     try:
         return np.dtype(t.to_pandas_dtype())
@@ -84,13 +127,15 @@ class _File:
 
             raise fs.with_location(DataLossError(f"{url}: not a readable {kind} file ({e})", kind), url, 0) from None
 
-    def read(self, unit: int) -> dict:
+    def read_table(self, unit: int):
+        """Unit ``unit`` as an Arrow Table / RecordBatch (decoded on this thread)."""
         if self.kind == "parquet":
-            table = self._pq.read_row_group(unit, columns=self.columns)
-        else:
-            batch = self._batches[unit] if self._batches is not None else self._ipc.get_batch(unit)
-            table = batch.select(self.columns) if self.columns else batch
-        return to_numpy_columns(table)
+            return self._pq.read_row_group(unit, columns=self.columns, use_threads=False)
+        batch = self._batches[unit] if self._batches is not None else self._ipc.get_batch(unit)
+        return batch.select(self.columns) if self.columns else batch
+
+    def read(self, unit: int) -> dict:
+        return to_numpy_columns(self.read_table(unit))
 
     def close(self):
         self._raw.close()
@@ -135,7 +180,7 @@ class ArrowReader(FileReaderNode):
             f = self._open.pop(url, None)
             if f is None:
                 f = _File(url, self.format, self.columns)
-                while len(self._open) >= _OPEN_FILES:
+                while len(self._open) >= OPEN_FILES:
                     self._open.pop(next(iter(self._open))).close()
             self._open[url] = f  # most recently used last
             return f
@@ -205,15 +250,16 @@ class ArrowReader(FileReaderNode):
         return UNKNOWN
 
     def unit_columns(self, k: int) -> dict:
-        """Unit k's columns as numpy (cached: consecutive batches come from the same row group)."""
+        """Unit k's columns as ``gather_columns`` keeps them (cached: consecutive batches come from the same
+        row group)."""
         with self._lock:
             cols = self._cache.get(k)
             if cols is None:
                 units = self._units_index()[0]
                 name, unit, _ = units[k]
-                cols = self.open(name).read(unit)
+                cols = gather_columns(self.open(name).read_table(unit))
                 self._cache[k] = cols
-                while len(self._cache) > _CACHE_UNITS:
+                while len(self._cache) > CACHE_UNITS:
                     self._cache.popitem(last=False)
             return cols
 
@@ -231,9 +277,9 @@ class ArrowReader(FileReaderNode):
                 cols = self.unit_columns(k)
                 lo = max(int(indices[0]), int(starts[k])) - int(starts[k])
                 hi = min(int(indices[-1]) + 1, int(starts[k + 1])) - int(starts[k])
-                parts.append({n: c[lo:hi] for n, c in cols.items()})
-            if len(parts) == 1:
-                return {n: c.copy() for n, c in parts[0].items()}
+                parts.append({n: rows_of(c, lo, hi) for n, c in cols.items()})
+            if len(parts) == 1:  # views of the cached numpy columns are copied, converted ones are new
+                return {n: c.copy() if isinstance(cols[n], np.ndarray) else c for n, c in parts[0].items()}
             return {n: np.concatenate([p[n] for p in parts]) for n in parts[0]}
         out = None
         for k in np.unique(unit_of).tolist():
@@ -241,9 +287,10 @@ class ArrowReader(FileReaderNode):
             where = np.flatnonzero(unit_of == k)
             rows = indices[where] - starts[k]
             if out is None:
-                out = {n: np.empty(len(indices), dtype=c.dtype) for n, c in cols.items()}
+                out = {n: np.empty(len(indices), dtype=c.dtype if isinstance(c, np.ndarray) else object)
+                       for n, c in cols.items()}
             for n, c in cols.items():
-                out[n][where] = c[rows]
+                out[n][where] = take_of(c, rows)
         return out
 
     def element_at(self, index):

@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from jaxfeed.formats import ArrowDataset, ParquetDataset
+from jaxfeed.formats.arrow import CACHE_UNITS, OPEN_FILES
 from jaxfeed.pipeline import Dataset
 from jaxfeed.pipeline.testing import assert_resumes_everywhere
 
@@ -106,7 +107,35 @@ def test_many_files_do_not_stay_open(tmp_path):
         pq.write_table(pa.table({"v": [k]}), names[-1])
     ds = ParquetDataset(names)
     assert [r["v"] for r in ds] == list(range(20))
-    assert len(ds._node._open) <= 8
+    assert len(ds._node._open) <= OPEN_FILES
+
+
+def test_a_cached_unit_keeps_its_strings_in_arrow_until_a_batch_takes_them(parquet_files):
+    node = ParquetDataset(parquet_files)._node
+    batch = node.gather(np.arange(2, 4))
+    cached = node.unit_columns(0)
+    assert isinstance(cached["name"], pa.Array) and isinstance(cached["id"], np.ndarray)
+    assert batch["name"].dtype == object and batch["name"].tolist() == [b"n2", b"n3"]
+
+
+def test_gathers_of_strings_with_nulls_match_the_whole_table(tmp_path):
+    values = [None if i % 3 == 0 else f"s{i}" for i in range(12)]
+    path = str(tmp_path / "nulls.parquet")
+    pq.write_table(pa.table({"s": pa.array(values, type=pa.large_string()), "b": [v and v.encode() for v in values]}),
+                   path, row_group_size=5)
+    node = ParquetDataset(path)._node
+    expected = [None if v is None else v.encode() for v in values]
+    contiguous = node.gather(np.arange(3, 12))  # spans three row groups
+    scattered = node.gather(np.array([11, 0, 4, 5, 4]))
+    assert contiguous["s"].tolist() == expected[3:] and contiguous["b"].tolist() == expected[3:]
+    assert scattered["s"].tolist() == [expected[i] for i in [11, 0, 4, 5, 4]]
+    assert scattered["b"].dtype == object
+
+
+def test_no_more_than_cache_units_row_groups_stay_decoded(parquet_files):
+    node = ParquetDataset(parquet_files)._node
+    for _ in Dataset(node).batch(3):
+        assert len(node._cache) <= CACHE_UNITS
 
 
 def test_garbage_parquet_file_is_data_loss_naming_it(tmp_path):
