@@ -144,6 +144,22 @@ def _p3_bytes(s):
     return s["p3_bytes"] + 8
 
 
+P6_ROW_GROUP = 8192  # rows per Parquet row group, as bench/data.py's write_parquet writes them
+P6_ARROW_ROW = 8 + 4 + 4 + 8 + (4 + 8)  # one row decoded in Arrow: id, label, score, weight, text (offset + ~8 chars)
+P6_NUMPY_ROW = 8 + 4 + 4 + 8 + (8 + 48)  # one row of an output batch: text as a pointer to a ~48-byte bytes object
+
+
+def _p6_in_flight(s):
+    """What ParquetDataset(files).batch(256) holds (formats/arrow.py): ``CACHE_UNITS`` decoded row groups
+    (Arrow buffers; the numeric numpy columns are views of them, strings stay Arrow), ``OPEN_FILES`` open
+    Parquet readers, each keeping about one row group's decode buffers, and two batches as numpy (the one
+    being gathered and the one the consumer holds)."""
+    from jaxfeed.formats.arrow import CACHE_UNITS, OPEN_FILES
+
+    unit = min(P6_ROW_GROUP, s["p6_rows"]) * P6_ARROW_ROW
+    return (CACHE_UNITS + OPEN_FILES) * unit + 2 * w.P6_BATCH * P6_NUMPY_ROW
+
+
 PIPELINES = {
     "P1": Pipeline("P1", "per-element overhead: range -> map(x+1) -> batch(1024)", "elem", p1, baselines.p1,
                    lambda s: 8, lambda s: 2 * w.P1_BATCH * 8, vectorized=p1_vectorized,
@@ -165,8 +181,7 @@ PIPELINES = {
                    lambda s: w.P5_LENGTH * 4, lambda s: 8 * w.P5_BATCH * (w.P5_LENGTH * 4 + 300),
                    tunable=True, target_peers="python"),
     "P6": Pipeline("P6", "Parquet: files -> rows -> batch(256)", "row", p6, baselines.p6,
-                   lambda s: 8 + 4 + 4 + 8 + 16,
-                   lambda s: 2 * 8192 * 40 + 4 * w.P6_BATCH * 40),
+                   lambda s: 8 + 4 + 4 + 8 + 16, _p6_in_flight),
 }
 
 ORDER = ["P1", "P2", "P3", "P4", "P5", "P6", "P7"]
