@@ -14,12 +14,15 @@ in the slot order of the sequential version (``interleave.py``, which holds the 
 - ``deterministic=False``: when the current slot has nothing buffered, the consumer moves to a slot that
   has (or to an empty one while futures wait) instead of waiting. Every element still comes out once.
 - ``num_parallel_calls=AUTOTUNE``: how many slots are read at once (reader threads) is tuned by an
-  ``autotune.Tuner``: it starts at 1 and rises by one per ``autotune.WINDOW`` in which the consumer waited
-  for the current slot (measured in ``_await``, which also ticks the tuner while it waits, so a long wait
-  raises it too), up to ``cycle`` (``min(cpu_budget, cycle)`` when ``Options.autotune.cpu_budget`` is set);
-  ``Options.autotune.enabled = False`` pins it there.
-  A slot the consumer waits for jumps the queue of read tasks. Parallelism only decides when reads
-  happen, never which element comes next: the order is the slot model's, whatever the tuner does.
+  ``autotune.Tuner``: it starts at 1 and probes one more per ``autotune.WINDOW`` in which the consumer
+  waited for the current slot (measured in ``_await``, which also ticks the tuner while it waits, so a long
+  wait raises it too), keeping a step only if the delivery rate rose, up to ``cycle``
+  (``min(cpu_budget, cycle)`` when ``Options.autotune.cpu_budget`` is set); ``Options.autotune.enabled =
+  False`` pins it there. Threads beyond a lowered value park between tasks.
+- A slot the consumer waits for whose read is queued but not started is read by the consumer itself
+  (the first records come without a thread hand-off, and GIL-bound reads don't leave the consumer idle).
+  Parallelism only decides when and where reads happen, never which element comes next: the order is the
+  slot model's, whatever the tuner does.
 - ``get_state`` pauses the workers (queued tasks are dropped, running ones finish), records the input and
   every slot (element, position, inner state, buffered elements), then lets them go on: nothing in flight
   is lost or repeated. ``close`` stops and joins the workers, then closes every inner iterator.
@@ -53,13 +56,14 @@ class ParallelInterleaveIterator(SlotCycle):
             budget = ctx.options.autotune.cpu_budget
             self.workers = max(1, min(budget, self._cycle) if budget else self._cycle)
             if autotune.enabled(ctx.options):
-                self._tuner = autotune.Tuner(1, self.workers, clock=self.clock)
+                self._tuner = autotune.Tuner(1, self.workers, clock=self.clock, token=autotune.probe_token(ctx))
         self._futures: collections.deque = collections.deque()
         self._lock = threading.Lock()
         self._task_ready = threading.Condition(self._lock)  # workers wait here
         self._data_ready = threading.Condition(self._lock)  # the consumer (and get_state) waits here
         self._tasks: collections.deque = collections.deque()
         self._threads: list = []
+        self._running = 0  # read tasks running on worker threads
         self._paused = False
         self._closed = False
 
@@ -82,26 +86,37 @@ class ParallelInterleaveIterator(SlotCycle):
             t.start()
             self._threads.append(t)
 
-    def _tick(self):
-        """AUTOTUNE: let the tuner judge the window; more readers if it rose (consumer thread)."""
-        self._tuner.tick()
+    def _tick(self, delivered=0, locked=False):
+        """AUTOTUNE: let the tuner judge the window; more readers if it rose (consumer thread; ``locked``:
+        the caller holds the lock)."""
+        before = self._tuner.value
+        self._tuner.tick(delivered)
         if len(self._threads) < self._tuner.value:
             self._spawn()
+        if self._tuner.value > before:  # wake readers parked by a lower value
+            if locked:
+                self._task_ready.notify_all()
+            else:
+                with self._lock:
+                    self._task_ready.notify_all()
 
     def _work(self):
         while True:
             with self._lock:
-                while not self._tasks and not self._closed:
+                while (not self._tasks or self._running >= self.parallelism) and not self._closed:
                     self._task_ready.wait()
                 if self._closed:
                     return
                 slot = self._tasks.popleft()
+                self._running += 1
             items, ended = slot.read(self.node, self.ctx, self._read)
             self._adapt(items)
             with self._lock:
+                self._running -= 1
                 slot.add(items, ended)
                 slot.busy = False
                 self._schedule(slot)
+                self._task_ready.notify()
                 self._data_ready.notify_all()
 
     def _schedule(self, slot: Slot):
@@ -154,17 +169,34 @@ class ParallelInterleaveIterator(SlotCycle):
             if not self.deterministic and self._switch_to_ready():
                 return True
             self._schedule(slot)
-            if slot.busy and self._tasks and self._tasks[0] is not slot and slot in self._tasks:
-                self._tasks.remove(slot)  # queued behind read-ahead: the consumer needs it first
-                self._tasks.appendleft(slot)
+            if slot.busy and slot in self._tasks:  # queued, not started: the consumer reads it itself
+                self._read_here(slot)
+                continue
             if self._tuner is None:
                 self._data_ready.wait()
             else:  # measure the wait; tick while waiting so that a long wait raises parallelism too
                 t0 = self.clock()
                 self._data_ready.wait(autotune.WINDOW)
                 self._tuner.waited(self.clock() - t0)
-                self._tick()
+                self._tick(locked=True)
         return True
+
+    def _read_here(self, slot):
+        """Run ``slot``'s queued read on the consumer thread (lock held on entry and exit, not during)."""
+        self._tasks.remove(slot)
+        t0 = self.clock() if self._tuner is not None else 0.0
+        self._lock.release()
+        try:
+            items, ended = slot.read(self.node, self.ctx, self._read)
+            self._adapt(items)
+        finally:
+            self._lock.acquire()
+        slot.add(items, ended)
+        slot.busy = False
+        self._schedule(slot)
+        self._data_ready.notify_all()  # get_state may be waiting for busy slots
+        if self._tuner is not None:  # time the consumer spent on this stage's work: as good as waiting
+            self._tuner.waited(self.clock() - t0)
 
     def _switch_to_ready(self) -> bool:
         """deterministic=False: make a slot that can give something now the current one (lock held)."""
@@ -187,7 +219,7 @@ class ParallelInterleaveIterator(SlotCycle):
         self._top_up()
         out = super()._next_many(n)
         if self._tuner is not None:  # once per delivered block, as the other AUTOTUNE stages
-            self._tick()
+            self._tick(len(out))
         return out
 
     # ------------------------------------------------------------------ state
@@ -236,6 +268,8 @@ class ParallelInterleaveIterator(SlotCycle):
         self._threads = []
 
     def close(self):
+        if self._tuner is not None:
+            self._tuner.close()
         self._stop_workers()
         for slot in self._all_slots():
             slot.close()

@@ -6,7 +6,12 @@ hand-off costs tens of microseconds here), with at most ``2 x parallelism`` bloc
 stalls only on the oldest block, and at most ``2 x parallelism`` blocks are ever buffered).
 
 ``num_parallel_calls=AUTOTUNE``: the pool has one thread per CPU in the budget and the parallelism (blocks
-in flight / 2) starts at 1 and rises while the consumer waits (``autotune.Tuner``).
+in flight / 2) starts at 1 and is tuned by ``autotune.Tuner`` (it rises while the consumer waits and a step
+up is kept only if it raises the delivery rate).
+
+When the consumer needs a block that no worker has started yet, it takes the block back from the pool and
+runs it itself instead of waiting: the first results come without a thread hand-off (time to first batch),
+and where the function holds the GIL the consumer's own thread does the work rather than idling.
 """
 
 from __future__ import annotations
@@ -52,7 +57,7 @@ class ParallelMapIterator(DeliveringIterator):
         self.workers = self._initial_workers(node, ctx)
         self._tuner = None
         if (node.num_parallel_calls or 0) < 0 and autotune.enabled(ctx.options):
-            self._tuner = autotune.Tuner(1, self.workers)
+            self._tuner = autotune.Tuner(1, self.workers, token=autotune.probe_token(ctx))
         self.work_seconds = 0.0  # function time measured on the workers (statistics)
         self._pool = None
         self._inflight: collections.deque = collections.deque()
@@ -85,8 +90,9 @@ class ParallelMapIterator(DeliveringIterator):
                 self._input_done = True
                 break
             unpack = type(block[0]) is tuple
-            fut = self._pool.submit(_run_block, self.node.map_func, block, unpack, self._label,
-                                    self._position, self._extra)
+            args = (self.node.map_func, block, unpack, self._label, self._position, self._extra)
+            fut = self._pool.submit(_run_block, *args)
+            fut.args = args  # to run it on the consumer if no worker has started it when it is due
             self._position += len(block)
             self._inflight.append(fut)
 
@@ -94,6 +100,8 @@ class ParallelMapIterator(DeliveringIterator):
         if self.deterministic:
             return self._inflight.popleft()
         done = next((f for f in self._inflight if f.done()), None)
+        if done is None:  # nothing finished: a block no worker has started is run by the consumer
+            done = next((f for f in self._inflight if not f.running()), None)
         if done is None:
             finished, _ = futures.wait(list(self._inflight), return_when=futures.FIRST_COMPLETED)
             done = next(f for f in self._inflight if f in finished)
@@ -105,19 +113,58 @@ class ParallelMapIterator(DeliveringIterator):
         if not self._inflight:
             return False
         done = self._next_done()
-        if self._tuner is not None:
-            if not done.done():
-                t0 = time.perf_counter()
+        if not done.done():
+            # The consumer's time here -- waiting, or running an unstarted block itself -- is time it
+            # spent blocked on this stage: the tuner's signal that more parallelism may pay.
+            t0 = time.perf_counter()
+            if done.cancel():  # due, and no worker has started it: run it here
+                done = _Done(_run_block(*done.args))
+            else:
                 done.result()
+            if self._tuner is not None:
                 self._tuner.waited(time.perf_counter() - t0)
-            self._tuner.tick()
         results, failed, per_element = done.result()
+        if self._tuner is not None:
+            self._tuner.tick(len(results))
         self.work_seconds += per_element * len(results)
         if per_element > 0:
             self._block = max(1, min(MAX_BLOCK, int(TARGET_TASK_SECONDS / per_element)))
         self._ready = Delivery(results, failed)
         self._fill()
         return True
+
+    def _next(self):
+        if self._pool is None:
+            self._start(1)
+        return super()._next()
+
+    def _next_many(self, n):
+        if self._pool is None:
+            self._start(n)
+        return super()._next_many(n)
+
+    def _start(self, n):
+        """The first call's elements (up to ``MAX_BLOCK``) are computed on the consumer thread, before any
+        thread exists: no hand-off and no contention, so the first results come as soon as sequential code
+        would give them (time to first batch). The pool starts at the next refill."""
+        self._pool = futures.ThreadPoolExecutor(self.workers, thread_name_prefix="jaxfeed-map")
+        if self._inflight or len(self._ready) or self._input_done:  # restored: the ordinary path
+            return
+        try:
+            block = self.input.next_many(min(n, MAX_BLOCK))
+        except Exception as e:  # noqa: BLE001 - delivered in its place
+            self._ready = Delivery([Failure(e)], True)
+            return
+        if not block:
+            self._input_done = True
+            return
+        results, failed, per_element = _run_block(self.node.map_func, block, type(block[0]) is tuple,
+                                                  self._label, self._position, self._extra)
+        self._position += len(block)
+        self.work_seconds += per_element * len(results)
+        if per_element > 0:
+            self._block = max(1, min(MAX_BLOCK, int(TARGET_TASK_SECONDS / per_element)))
+        self._ready = Delivery(results, failed)
 
     # ------------------------------------------------------------------ protocol
     def buffer_fill(self) -> float:
@@ -155,6 +202,8 @@ class ParallelMapIterator(DeliveringIterator):
         self._inflight.clear()
 
     def close(self):
+        if self._tuner is not None:
+            self._tuner.close()
         self._discard_inflight()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)

@@ -80,6 +80,22 @@ class PrefetchIterator(Iterator):
                     self._filled = True  # it got ahead of the consumer
                 self._cond.notify_all()
 
+    def _first_here(self, n):
+        """The first call is served on the consumer thread, and the producer starts after it: the first
+        elements come without a thread hand-off (time to first batch)."""
+        with self._input_lock:
+            try:
+                block = self.input.next_many(max(1, min(n, CHUNK)))
+            except Exception as e:  # noqa: BLE001 - delivered in order
+                block = [Failure(e)]
+        if not block:
+            self._ended = True
+            block = [_END]
+            self._thread = _NO_THREAD  # nothing left to produce
+        self._local.extend(block)
+        if self._thread is None:  # from here on the producer works ahead while the consumer uses these
+            self._start()
+
     def _wait_for_items(self):
         if self._thread is None:
             self._start()
@@ -112,7 +128,10 @@ class PrefetchIterator(Iterator):
     def _next(self):
         local = self._local
         if not local:
-            self._grab()
+            if self._thread is None and not self._buf:
+                self._first_here(1)
+            else:
+                self._grab()
         item = local[0]
         if item is _END:
             raise StopIteration
@@ -124,7 +143,10 @@ class PrefetchIterator(Iterator):
     def _next_many(self, n):
         local = self._local
         if not local:
-            self._grab()
+            if self._thread is None and not self._buf:
+                self._first_here(n)
+            else:
+                self._grab()
         out = []
         while local and len(out) < n:
             item = local[0]

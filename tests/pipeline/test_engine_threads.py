@@ -38,32 +38,72 @@ def root_iterator(it):
 
 
 # ------------------------------------------------------------------------------------ the tuner
+def run_windows(tuner, clock, windows, rate_at=None, wait=True):
+    """Advance ``windows`` tuning windows: the consumer waits half of each (when ``wait``) and, when
+    ``rate_at(value)`` is given, the stage delivers that many elements per second at the tuner's value."""
+    for _ in range(windows):
+        clock.now = round(clock.now + autotune.WINDOW, 9)
+        if wait:
+            tuner.waited(autotune.WINDOW / 2)
+        tuner.tick(0 if rate_at is None else int(rate_at(tuner.value) * autotune.WINDOW))
+
+
 def test_tuner_raises_the_knob_while_the_consumer_waits():
     clock = FakeClock()
     tuner = autotune.Tuner(1, 4, clock=clock)
-    for _ in range(10):
-        clock.now += autotune.WINDOW
-        tuner.waited(autotune.WINDOW / 2)
-        tuner.tick()
-    assert tuner.value == 4 and tuner.raises == 3
+    run_windows(tuner, clock, 20)  # no delivery counts: nothing to judge a step by, every step is kept
+    assert tuner.value == 4 and tuner.raises == 3 and tuner.reverts == 0
+
+
+def test_tuner_keeps_a_step_that_raises_the_delivery_rate():
+    clock = FakeClock()
+    tuner = autotune.Tuner(1, 4, clock=clock)
+    run_windows(tuner, clock, 40, rate_at=lambda v: 10_000 * v)  # work that scales with threads (I/O)
+    assert tuner.value == 4 and tuner.reverts == 0
+
+
+def test_tuner_takes_back_a_step_that_does_not_pay_and_retries_later():
+    clock = FakeClock()
+    tuner = autotune.Tuner(1, 4, clock=clock)
+    gil_bound = lambda v: 10_000 if v == 1 else 8_000  # a second thread only adds contention
+    run_windows(tuner, clock, 10, rate_at=gil_bound)
+    assert tuner.value == 1 and tuner.reverts == 1 and tuner.raises == 0
+    # no new probe before RETRY_AFTER, however long the consumer waits
+    run_windows(tuner, clock, int(autotune.RETRY_AFTER / autotune.WINDOW) - 10, rate_at=gil_bound)
+    assert tuner.value == 1 and tuner.reverts == 1
+    run_windows(tuner, clock, 20, rate_at=gil_bound)
+    assert tuner.value == 1 and tuner.reverts == 2  # tried again, taken back again (and waits twice as long)
+
+
+def test_one_probe_at_a_time_per_iterator_tree():
+    clock = FakeClock()
+    token = autotune.ProbeToken()
+    a = autotune.Tuner(1, 4, clock=clock, token=token)
+    b = autotune.Tuner(1, 4, clock=clock, token=token)
+    clock.now = autotune.WINDOW
+    a.waited(autotune.WINDOW)
+    b.waited(autotune.WINDOW)
+    a.tick(100)
+    b.tick(100)
+    assert (a.value, b.value) == (2, 1)  # a probes; b must wait for the token
+    a.close()
+    clock.now = 2 * autotune.WINDOW
+    b.waited(autotune.WINDOW)
+    b.tick(100)
+    assert b.value == 2
 
 
 def test_tuner_keeps_the_knob_when_the_consumer_does_not_wait():
     clock = FakeClock()
     tuner = autotune.Tuner(1, 4, clock=clock)
-    for _ in range(10):
-        clock.now += autotune.WINDOW
-        tuner.tick()
+    run_windows(tuner, clock, 10, wait=False)
     assert tuner.value == 1
 
 
 def test_tuner_buffers_double_within_their_maximum():
     clock = FakeClock()
     tuner = autotune.Tuner(2, 20, grow=lambda v: 2 * v, clock=clock)
-    for _ in range(10):
-        clock.now += autotune.WINDOW
-        tuner.waited(autotune.WINDOW)
-        tuner.tick()
+    run_windows(tuner, clock, 20)
     assert tuner.value == 20
 
 
@@ -85,11 +125,14 @@ def test_parallel_map_bounds_blocks_in_flight():
     gate = threading.Event()
 
     def blocked(x):
+        if x == 0:  # the first call runs on the consumer, before the pool starts
+            return x
         started.append(int(x))
         gate.wait(5)
         return x
 
     it = iter(Dataset.range(10_000).map(blocked, num_parallel_calls=2).with_options(budget()))
+    assert int(next(it)) == 0
     t = threading.Thread(target=lambda: next(it), daemon=True)
     t.start()
     while len(started) < 2:

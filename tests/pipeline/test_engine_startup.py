@@ -1,0 +1,105 @@
+"""Start-up and work stealing in the threaded stages: the first results come from the consumer's own
+thread (no hand-off before the first batch), and a block no worker has started is run by the consumer
+instead of waited for. Order and content are covered by the equality tests elsewhere; these check where
+the work ran."""
+
+from __future__ import annotations
+
+import io
+import threading
+
+import numpy as np
+
+from jaxfeed.formats import tfrecord
+from jaxfeed.pipeline import AUTOTUNE, Dataset
+
+
+def on_thread(record):
+    def fn(x):
+        record.append((int(x), threading.current_thread()))
+        return x
+    return fn
+
+
+def test_parallel_map_computes_its_first_call_on_the_consumer_thread():
+    seen = []
+    it = iter(Dataset.range(100).map(on_thread(seen), num_parallel_calls=2))
+    assert int(next(it)) == 0
+    assert [t for _, t in seen] == [threading.current_thread()]
+    assert [int(x) for x in it] == list(range(1, 100))
+    it.close()
+
+
+def test_parallel_map_runs_a_due_block_no_worker_has_started():
+    # One worker, stuck on element 1 until some element is computed on the consumer thread: only a consumer
+    # that takes unstarted blocks back from the pool (deterministic=False: any finished or unstarted block is
+    # due) gets past it; one that only waits would sit out the 10 s and fail.
+    consumer = threading.current_thread()
+    gate = threading.Event()
+    released = []
+
+    def fn(x):
+        if x == 1:
+            released.append(gate.wait(10))
+        elif x > 1 and threading.current_thread() is consumer:
+            gate.set()
+        return x
+
+    ds = Dataset.range(2000).map(fn, num_parallel_calls=1, deterministic=False)
+    assert sorted(int(x) for x in ds) == list(range(2000))
+    assert released == [True]
+
+
+def test_prefetch_serves_the_first_element_on_the_consumer_thread():
+    seen = []
+    it = iter(Dataset.range(10).map(on_thread(seen)).prefetch(4))
+    assert int(next(it)) == 0
+    assert seen[0] == (0, threading.current_thread())
+    assert [int(x) for x in it] == list(range(1, 10))
+
+
+def test_prefetch_of_an_empty_input_ends_without_a_thread():
+    it = iter(Dataset.range(0).prefetch(AUTOTUNE))
+    assert list(it) == []
+
+
+def test_parallel_interleave_reads_a_queued_current_slot_on_the_consumer():
+    # AUTOTUNE starts with one reader, which can read one slot at a time; the rest of the first round is
+    # read by the consumer itself when it gets there first. Every element still comes once, in order.
+    seen = []
+
+    def inner(x):
+        return Dataset.range(3).map(lambda v: x * 10 + v).map(on_thread(seen))
+
+    ds = Dataset.range(4).interleave(inner, cycle_length=4, num_parallel_calls=AUTOTUNE)
+    assert [int(v) for v in ds] == [0, 10, 20, 30, 1, 11, 21, 31, 2, 12, 22, 32]
+    assert len(seen) == 12
+
+
+class RecordingStream(io.BytesIO):
+    def __init__(self, data):
+        super().__init__(data)
+        self.reads = []
+
+    def read(self, n=-1):
+        self.reads.append(n)
+        return super().read(n)
+
+
+def test_tfrecord_reads_ramp_up_from_a_small_first_read():
+    data = tfrecord.frame_many([bytes([i % 256]) * 1000 for i in range(6000)])  # ~6 MB
+    stream = RecordingStream(data)
+    reader = tfrecord.RecordReader(stream, "mem.tfrecord")
+    records = []
+    while True:
+        items, _, error = reader.read_block()
+        assert error is None
+        if not items:
+            break
+        records.extend(items)
+    assert len(records) == 6000 and records[5999] == bytes([5999 % 256]) * 1000
+    assert stream.reads[0] == tfrecord.FIRST_READ
+    sizes = [n for n in stream.reads if n > 0]
+    assert sizes == sorted(sizes) or max(sizes) == tfrecord.BLOCK_SIZE  # grows, then stays at the block
+    assert max(sizes) <= tfrecord.BLOCK_SIZE + 1024  # a straddling record may stretch one read a little
+    assert np.all(np.diff(sizes[:3]) > 0)
