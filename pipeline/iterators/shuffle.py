@@ -12,8 +12,9 @@ so a restored iterator continues with exactly the same choices.
 Over indices the steady state (buffer full, input not exhausted) runs a chunk of steps at once in numpy:
 step t writes input x_t into slot j_t, so output k is the x of the latest earlier step that wrote slot
 j_k, or the slot's value at the start of the chunk. A stable argsort by slot finds those "previous
-writers". The choices and outputs are exactly the step-by-step algorithm's; only the draining at the end
-runs step by step.
+writers". A chunk runs to the end of the current draw (up to DRAW steps, however few indices were asked
+for); the outputs not yet asked for wait in ``_ahead`` (part of the saved state). The choices and outputs
+are exactly the step-by-step algorithm's; only the draining at the end runs step by step (over a list).
 """
 
 from __future__ import annotations
@@ -43,15 +44,20 @@ class ShuffleIterator(Iterator):
         self._redraw()
         self._buffer: list = []
         self._incoming: list = []  # fetched from the input, not yet in the buffer
+        self._ahead = _NO_INDICES  # over indices: outputs computed (to the end of a draw), not yet asked for
         self._input_done = False
         self._filled = False
 
     def _redraw(self):
         """The next DRAW uniform doubles; remember the generator's state before them (for saving)."""
         self._draw_from = random_seed.generator_state(self._rng)
-        self._u_array = self._rng.random(DRAW)
-        self._u = self._u_array.tolist()  # the step-by-step loop reads Python floats faster
+        self._set_draw(self._rng.random(DRAW))
         self._used = 0
+
+    def _set_draw(self, u):
+        self._u_array = u
+        # the step-by-step loops read Python floats faster; the vectorised steady state needs none
+        self._u = None if self._indices else u.tolist()
 
     # ------------------------------------------------------------------ input
     def _pull(self, n):
@@ -122,7 +128,12 @@ class ShuffleIterator(Iterator):
             self._fill()
             self._buffer = np.asarray(self._buffer, dtype=np.int64)
             self._incoming = np.asarray(self._incoming[::-1], dtype=np.int64)  # forward order
-        parts, want = [], n
+        ahead = self._ahead
+        if len(ahead) >= n:
+            self._ahead = ahead[n:]
+            return ahead[:n]
+        parts, want = ([ahead] if len(ahead) else []), n - len(ahead)
+        self._ahead = _NO_INDICES
         while want > 0:
             if self._used == DRAW:
                 self._redraw()
@@ -130,15 +141,18 @@ class ShuffleIterator(Iterator):
                 self._incoming = self.input.next_indices(max(FILL_BLOCK, want))
                 self._input_done = not len(self._incoming)
             if len(self._incoming):
-                k = min(want, DRAW - self._used, len(self._incoming))
-                parts.append(self._steady_chunk(k))
+                out = self._steady_chunk(min(DRAW - self._used, len(self._incoming)))
+                if len(out) > want:
+                    out, self._ahead = out[:want], out[want:]
             elif len(self._buffer):
-                parts.append(self._drain_step())
-                k = 1
+                out = self._drain(want)
             else:
                 break
-            want -= k
-        return np.concatenate(parts) if parts else np.empty(0, np.int64)
+            parts.append(out)
+            want -= len(out)
+        if len(parts) == 1:
+            return parts[0]
+        return np.concatenate(parts) if parts else _NO_INDICES
 
     def _steady_chunk(self, k: int) -> np.ndarray:
         """``k`` steps with a full buffer and ``k`` inputs at hand, vectorised (see module docstring)."""
@@ -146,30 +160,41 @@ class ShuffleIterator(Iterator):
         u = self._u_array[self._used:self._used + k]
         self._used += k
         slots = (u * len(buf)).astype(np.int64)  # the same doubles and product as int(u * len(buf))
-        order = np.argsort(slots, kind="stable")  # by slot, then by step
-        sorted_slots = slots[order]
-        same_as_before = np.empty(k, dtype=bool)
-        same_as_before[0] = False
-        same_as_before[1:] = sorted_slots[1:] == sorted_slots[:-1]
-        previous_writer = np.full(k, -1, dtype=np.int64)
-        previous_writer[order[same_as_before]] = order[np.flatnonzero(same_as_before) - 1]
-        out = np.where(previous_writer >= 0, x[np.maximum(previous_writer, 0)], buf[slots])
-        last_in_group = np.ones(k, dtype=bool)
-        last_in_group[:-1] = ~same_as_before[1:]
-        writers = order[last_in_group]
-        buf[slots[writers]] = x[writers]
+        out = buf.take(slots)  # each slot's value at the start of the chunk
+        # by slot, then by step (a radix sort when the slots fit 16 bits)
+        order = np.argsort(slots.astype(np.uint16) if len(buf) <= 1 << 16 else slots, kind="stable")
+        sorted_slots = slots.take(order)
+        again = sorted_slots[1:] == sorted_slots[:-1]  # order[i + 1] writes the slot order[i] wrote
+        if again.any():
+            out[order[1:][again]] = x.take(order[:-1][again])  # a slot written earlier in the chunk
+            last = np.append(~again, True)  # the last writer of each slot
+            buf[sorted_slots[last]] = x.take(order[last])
+        else:
+            buf[slots] = x
         self._incoming = self._incoming[k:]
         return out
 
-    def _drain_step(self) -> np.ndarray:
-        """One step after the input ended: emit a random slot, move the last slot into it."""
+    def _drain(self, n: int) -> np.ndarray:
+        """Up to ``n`` steps after the input ended: emit a random slot, move the last slot into it."""
         buf = self._buffer
-        j = int(self._u[self._used] * len(buf))
-        self._used += 1
-        out = buf[j:j + 1].copy()
-        buf[j] = buf[-1]
-        self._buffer = buf[:-1]
-        return out
+        if type(buf) is not list:
+            buf = self._buffer = buf.tolist()  # one step at a time: a list is faster than an array
+        out = []
+        used = self._used
+        u = self._u if self._u is not None else self._u_array.tolist()
+        while len(out) < n and buf:
+            if used == DRAW:
+                self._redraw()
+                used, u = 0, self._u_array.tolist()
+            j = int(u[used] * len(buf))
+            used += 1
+            out.append(buf[j])
+            last = buf.pop()
+            if j < len(buf):
+                buf[j] = last
+        self._used = used
+        self._u = u
+        return np.array(out, dtype=np.int64)
 
     def children(self):
         return [self.input]
@@ -177,21 +202,22 @@ class ShuffleIterator(Iterator):
     # ------------------------------------------------------------------ state
     def get_state(self):
         # over indices, once filled, the buffer and the pending inputs are int64 arrays (pending in input
-        # order); over elements they are lists (pending inputs reversed, popped from the end)
+        # order; the buffer a list while draining, restored as an array); over elements they are lists
+        # (pending inputs reversed, popped from the end)
         return {"input": self.input.get_state(), "seeds": list(self._seeds), "draw_from": self._draw_from,
                 "used": self._used, "buffer": _copy(self._buffer), "incoming": _copy(self._incoming),
-                "input_done": self._input_done, "filled": self._filled}
+                "ahead": self._ahead.copy(), "input_done": self._input_done, "filled": self._filled}
 
     def set_state(self, state):
         self.input.set_state(state["input"])
         self._seeds = tuple(state["seeds"])
         self._draw_from = state["draw_from"]
         self._rng = random_seed.restore_generator(self._draw_from)
-        self._u_array = self._rng.random(DRAW)
-        self._u = self._u_array.tolist()
+        self._set_draw(self._rng.random(DRAW))
         self._used = int(state["used"])
         self._input_done = bool(state["input_done"])
         self._filled = bool(state["filled"])
+        self._ahead = np.array(state.get("ahead", ()), dtype=np.int64)  # (states saved before it existed)
         if self._indices and self._filled:
             self._buffer = np.asarray(state["buffer"], dtype=np.int64).copy()
             self._incoming = np.asarray(state["incoming"], dtype=np.int64).copy()
@@ -204,5 +230,5 @@ def _copy(items):
     return items.copy() if isinstance(items, np.ndarray) else list(items)
 
 
-
 _END = object()
+_NO_INDICES = np.empty(0, np.int64)

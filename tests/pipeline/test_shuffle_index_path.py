@@ -28,3 +28,25 @@ def test_index_shuffle_over_repeat_epochs_equals_element_shuffle():
 
 def test_index_shuffle_resumes_everywhere_across_chunks():
     assert_resumes_everywhere(lambda: Dataset.range(3000).shuffle(700, seed=1).batch(97))
+
+
+def test_index_shuffle_with_slots_beyond_16_bits_equals_element_shuffle():
+    # buffers over 65,536 slots sort their slots as int64 instead of the 16-bit radix sort
+    a = _values(Dataset.range(80_000).shuffle(70_000, seed=5).batch(4096))
+    b = _values(Dataset.range(80_000).map(lambda v: v).shuffle(70_000, seed=5).batch(4096))
+    assert a == b
+
+
+def test_index_shuffle_resumes_one_element_at_a_time_inside_a_chunk_computed_ahead():
+    # a chunk runs to the end of its draw (1024 steps); the outputs not yet asked for are part of the state
+    assert_resumes_everywhere(lambda: Dataset.range(2500).shuffle(300, seed=3),
+                              ks=[0, 1, 5, 299, 1023, 1024, 1025, 2047, 2200, 2499, 2500])
+
+
+def test_index_shuffle_restores_a_state_saved_without_outputs_ahead():
+    # states saved before the outputs-ahead entry existed have no "ahead": nothing is pending then
+    ds = Dataset.range(3000).shuffle(500, seed=2).batch(100)
+    it = iter(ds)
+    state = it.get_state()
+    assert len(state["root"]["input"].pop("ahead")) == 0
+    assert _values(ds.make_iterator(state=state)) == _values(it)
