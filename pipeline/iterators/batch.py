@@ -7,6 +7,7 @@ gathers the next batch's elements.
 from __future__ import annotations
 
 import collections
+import operator
 from concurrent import futures
 
 import numpy as np
@@ -109,7 +110,7 @@ def stack_fast(elements: list, what: str):
     ``structure.stack``, which also produces the error messages."""
     first = elements[0]
     if not structure.is_nested(first):
-        out = _stack_leaf_fast(elements, first)
+        out = stack_leaf_fast(elements, first)
         return out if out is not None else structure.stack(elements, what=what)
     n = len(first) if type(first) is tuple else -1
     if n >= 0 and all(not structure.is_nested(x) for x in first) and \
@@ -122,14 +123,16 @@ def stack_fast(elements: list, what: str):
         columns = list(zip(*flat))
     leaves = []
     for col in columns:
-        out = _stack_leaf_fast(col, col[0])
+        out = stack_leaf_fast(col, col[0])
         if out is None:
             return structure.stack(elements, what=what)
         leaves.append(out)
     return structure.pack_as(first, leaves)
 
 
-def _stack_leaf_fast(values, v0):
+def stack_leaf_fast(values, v0):
+    """``values`` (``v0`` is the first) as one array when they are all arrays of one dtype and shape, or all
+    numpy scalars of one type (not strings or dates); else None."""
     t = type(v0)
     if t is np.ndarray:
         dtype, shape = v0.dtype, v0.shape
@@ -143,7 +146,23 @@ def _stack_leaf_fast(values, v0):
             out[i] = v
         return out
     if isinstance(v0, np.generic) and v0.dtype.kind not in "OSUVMm":
-        if len(set(map(type, values))) != 1:
+        if operator.countOf(map(type, values), t) != len(values):  # all of one type (~30% cheaper than a set)
             return None
-        return np.fromiter(values, dtype=v0.dtype, count=len(values))
+        return stack_scalars(values, v0.dtype)
     return None
+
+
+# numpy scalars of these types expose exactly their value's bytes through the buffer protocol
+_JOINABLE = frozenset(np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+                                            np.uint32, np.uint64, np.float16, np.float32, np.float64,
+                                            np.complex64, np.complex128))
+
+
+def stack_scalars(values, dtype):
+    """Numpy scalars all of one type (of ``dtype``) as one array. ``bytes.join`` reads their buffers in C,
+    ~3x faster than ``np.fromiter``; long doubles (padding bytes) go through ``np.fromiter``."""
+    if dtype in _JOINABLE:
+        data = b"".join(values)
+        if len(data) == len(values) * dtype.itemsize:
+            return np.frombuffer(data, dtype=dtype).copy()  # a writable array that owns its memory
+    return np.fromiter(values, dtype=dtype, count=len(values))

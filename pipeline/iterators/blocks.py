@@ -30,6 +30,13 @@ def apply_block(fn, block: list, unpack: bool, label: str, first_position: int, 
     Returns ``(results, failed)`` where ``failed`` says whether any slot holds a ``Failure``. ``extra``, when
     given, is a function ``position -> value`` whose result is passed as a last argument (per-element RNGs).
     """
+    out, failed = run_block(fn, block, unpack, label, first_position, extra)
+    return normalize_results(out, label), failed
+
+
+def run_block(fn, block, unpack: bool, label: str, first_position: int, extra=None):
+    """``apply_block`` without turning the results into elements: the function's return values as they
+    are (failures in place), for a caller that checks them itself (the fused map and batch)."""
     out = []
     append = out.append
     failed = False
@@ -55,7 +62,7 @@ def apply_block(fn, block: list, unpack: bool, label: str, first_position: int, 
             except Exception as e:  # noqa: BLE001
                 append(Failure(in_transformation(e, label, first_position + i)))
                 failed = True
-    return normalize_results(out, label), failed
+    return out, failed
 
 
 def normalize_results(out: list, label: str) -> list:

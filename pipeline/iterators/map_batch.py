@@ -23,8 +23,8 @@ from .. import structure
 from ..options import effective_deterministic
 from . import autotune
 from .base import Iterator, indices_exactly, take_exactly
-from .batch import stack_fast
-from .blocks import Failure, apply_block
+from .batch import stack_fast, stack_leaf_fast
+from .blocks import Failure, normalize_results, run_block
 from .map import node_seeds, rng_factory
 
 
@@ -39,10 +39,15 @@ def _map_block(fn, elements, stacked, unpack, label, position, extra, vectorized
             return structure.normalize(out, f"result of {label}"), None, time.perf_counter() - t0
         except Exception:  # noqa: BLE001 - find the failing element the way the plain graph would
             pass
-    results, failed = apply_block(fn, elements, unpack, label, position, extra)
+    results, failed = run_block(fn, elements, unpack, label, position, extra)
     if failed:
-        return None, results, time.perf_counter() - t0
-    return stack_fast(results, what), None, time.perf_counter() - t0
+        return None, normalize_results(results, label), time.perf_counter() - t0
+    # Results that are already elements of one leaf type (numpy scalars of one type, arrays of one shape)
+    # go straight into the batch: one check of their types instead of normalising, then stacking.
+    batch = stack_leaf_fast(results, results[0])
+    if batch is None:
+        batch = stack_fast(normalize_results(results, label), what)
+    return batch, None, time.perf_counter() - t0
 
 
 class MapBatchIterator(Iterator):
@@ -134,7 +139,7 @@ class MapBatchIterator(Iterator):
                 raise StopIteration
             batch, results = block
             if batch is not None:
-                if structure.batched_len(batch) < self._size and self._drop:
+                if self._drop and structure.batched_len(batch) < self._size:
                     raise StopIteration
                 return batch
             self._carry = results

@@ -47,7 +47,8 @@ class Range(Node):
         return self._len
 
     def gather(self, indices):
-        values = self.start + self.step * np.asarray(indices, dtype=np.int64)
+        indices = np.asarray(indices, dtype=np.int64)
+        values = indices + self.start if self.step == 1 else self.start + self.step * indices  # a new array
         return values.astype(self.dtype, copy=False)
 
     def element_at(self, index):

@@ -158,3 +158,51 @@ def test_vectorized_map_with_rng_stays_per_element():
 def test_fused_map_batch_over_a_random_access_array_source_matches_plain(vectorized):
     ds = Dataset.from_tensor_slices(np.arange(30, dtype=np.float32).reshape(10, 3)).shuffle(10, seed=1).skip(1)
     assert_same_after_rewrites(ds.map(lambda r: r * 2, vectorized=vectorized).batch(4))
+
+
+# ------------------------------------------------------------- fused map+batch: numpy scalar results
+@pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.uint16, np.int32, np.int64, np.uint64, np.float16,
+                                   np.float32, np.float64, np.longdouble, np.complex64, np.complex128])
+def test_fused_map_batch_stacks_numpy_scalars_of_each_type_like_the_plain_graph(dtype):
+    ds = Dataset.range(11).map(lambda x: dtype(x * 3 + 1)).batch(4)
+    batches = assert_same_after_rewrites(ds)
+    assert all(b.dtype == np.dtype(dtype) and b.flags.owndata and b.flags.writeable for b in batches)
+
+
+def test_fused_map_batch_passes_numpy_int64_scalars_to_the_function():
+    seen = set()
+
+    def record(x):
+        seen.add(type(x))
+        return x + 1
+
+    batches = list(Dataset.range(2100).map(record).batch(1024))
+    assert seen == {np.int64}
+    assert [b.dtype for b in batches] == [np.dtype(np.int64)] * 3
+    assert np.concatenate(batches).tolist() == list(range(1, 2101))
+
+
+@pytest.mark.parametrize("make", [
+    lambda x: np.int32(x) if x % 2 else np.int64(x),  # numpy scalars of two types
+    lambda x: int(x),  # Python ints
+    lambda x: float(x) if x % 3 else np.float32(x),  # Python floats among numpy ones
+    lambda x: np.float64(x) if x < 5 else np.array(x),  # a 0-d array after scalars
+])
+def test_fused_map_batch_with_mixed_result_types_matches_the_plain_graph(make):
+    assert_same_with_errors(Dataset.range(10).map(make).batch(4))
+
+
+def test_fused_map_batch_error_in_a_scalar_batch_names_the_element_and_the_map():
+    ds = Dataset.range(3000).map(fail_on({1500}), name="times_ten").batch(1024)
+    it = iter(ds)
+    assert next(it).tolist() == [10 * i for i in range(1024)]
+    with pytest.raises(ValueError, match="bad element 1500") as info:
+        next(it)
+    assert any("times_ten" in note and "input element 1500" in note for note in info.value.__notes__)
+    assert next(it).tolist() == [10 * i for i in range(1501, 2525)]
+    assert_same_with_errors(ds)
+
+
+def test_fused_map_batch_over_scalars_resumes_everywhere():
+    assert_resumes_everywhere(lambda: Dataset.range(40).map(lambda x: x + 1).batch(7))
+    assert_resumes_everywhere(lambda: Dataset.range(40).map(fail_on({9, 10, 30})).batch(7).ignore_errors())
