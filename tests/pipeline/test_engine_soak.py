@@ -120,6 +120,7 @@ def test_soak_growth_ignores_the_warm_up_in_the_first_half():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(soak_seconds() + 300)  # the run itself, plus writing files and closing workers
 def test_soak_resident_memory_stays_flat(tmp_path):
     seconds = soak_seconds()
     interval = seconds / SAMPLES
