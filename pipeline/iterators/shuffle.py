@@ -14,7 +14,7 @@ step t writes input x_t into slot j_t, so output k is the x of the latest earlie
 j_k, or the slot's value at the start of the chunk. A stable argsort by slot finds those "previous
 writers". A chunk runs to the end of the current draw (up to DRAW steps, however few indices were asked
 for); the outputs not yet asked for wait in ``_ahead`` (part of the saved state). The choices and outputs
-are exactly the step-by-step algorithm's; only the draining at the end runs step by step (over a list).
+are exactly the step-by-step algorithm's; only the draining at the end runs step by step.
 """
 
 from __future__ import annotations
@@ -177,21 +177,22 @@ class ShuffleIterator(Iterator):
     def _drain(self, n: int) -> np.ndarray:
         """Up to ``n`` steps after the input ended: emit a random slot, move the last slot into it."""
         buf = self._buffer
-        if type(buf) is not list:
-            buf = self._buffer = buf.tolist()  # one step at a time: a list is faster than an array
+        size = len(buf)
+        slots = memoryview(buf)  # Python ints in and out of the array in place: a list's speed, not its memory
         out = []
         used = self._used
         u = self._u if self._u is not None else self._u_array.tolist()
-        while len(out) < n and buf:
+        while len(out) < n and size:
             if used == DRAW:
                 self._redraw()
                 used, u = 0, self._u_array.tolist()
-            j = int(u[used] * len(buf))
+            j = int(u[used] * size)
             used += 1
-            out.append(buf[j])
-            last = buf.pop()
-            if j < len(buf):
-                buf[j] = last
+            out.append(slots[j])
+            size -= 1
+            slots[j] = slots[size]
+        slots.release()
+        self._buffer = buf[:size]
         self._used = used
         self._u = u
         return np.array(out, dtype=np.int64)
@@ -202,8 +203,7 @@ class ShuffleIterator(Iterator):
     # ------------------------------------------------------------------ state
     def get_state(self):
         # over indices, once filled, the buffer and the pending inputs are int64 arrays (pending in input
-        # order; the buffer a list while draining, restored as an array); over elements they are lists
-        # (pending inputs reversed, popped from the end)
+        # order); over elements they are lists (pending inputs reversed, popped from the end)
         return {"input": self.input.get_state(), "seeds": list(self._seeds), "draw_from": self._draw_from,
                 "used": self._used, "buffer": _copy(self._buffer), "incoming": _copy(self._incoming),
                 "ahead": self._ahead.copy(), "input_done": self._input_done, "filled": self._filled}
