@@ -46,9 +46,9 @@ HEADER = 12  # length (8) + its masked CRC (4)
 FRAMING = 16  # header + payload CRC (4)
 BLOCK_SIZE = 2 << 20
 # A stream's first read is this small and each later one 4x larger, up to the block size: the first records
-# come after a 64 KiB read instead of a 2 MiB one (time to first batch), and the files an interleave opens
+# come after a 256 KiB read instead of a 2 MiB one (time to first batch), and the files an interleave opens
 # ahead hold little until they are read in earnest.
-FIRST_READ = 64 << 10
+FIRST_READ = 256 << 10
 READ_GROWTH = 4
 _LENGTH = struct.Struct("<Q")
 _HEADER = struct.Struct("<QI")

@@ -69,7 +69,9 @@ class MapBatchIterator(Iterator):
         npc = m.num_parallel_calls
         self._parallel = npc is not None
         self.workers = (npc if npc and npc > 0 else ctx.cpu_count) if self._parallel else 1
-        self._tuner = autotune.Tuner(1, self.workers) if (npc or 0) < 0 and autotune.enabled(ctx.options) else None
+        self._tuner = None
+        if (npc or 0) < 0 and autotune.enabled(ctx.options):
+            self._tuner = autotune.Tuner(1, self.workers, token=autotune.probe_token(ctx))
         self._pool = None
         self._inflight: collections.deque = collections.deque()
         self.work_seconds = 0.0 if self._parallel else None  # worker time, for statistics
@@ -110,24 +112,39 @@ class MapBatchIterator(Iterator):
             return batch, results
         if self._pool is None:
             self._pool = futures.ThreadPoolExecutor(self.workers, thread_name_prefix="jaxfeed-mapbatch")
+            if not self._inflight and not self._done:
+                # The first batch is built here, before any thread exists: no hand-off, no contention,
+                # so it comes as soon as sequential code would give it (time to first batch).
+                elements, stacked, position = self._pull(self._size)
+                if not len(elements):
+                    self._done = True
+                    return None
+                batch, results, seconds = self._run(elements, stacked, position)
+                self.work_seconds += seconds
+                return batch, results
         limit = 2 * (self._tuner.value if self._tuner is not None else self.workers)
         while not self._done and len(self._inflight) < limit:
             elements, stacked, position = self._pull(self._size)
             if not len(elements):
                 self._done = True
                 break
-            self._inflight.append(self._pool.submit(self._run, elements, stacked, position))
+            fut = self._pool.submit(self._run, elements, stacked, position)
+            fut.args = (elements, stacked, position)  # to build it here if no worker started it when due
+            self._inflight.append(fut)
         if not self._inflight:
             return None
-        fut = self._inflight[0]
-        if self._tuner is not None:
-            if not fut.done():
-                t0 = time.perf_counter()
-                fut.result()
+        fut = self._inflight.popleft()
+        if fut.done():
+            batch, results, seconds = fut.result()
+        else:
+            # The consumer's time here -- waiting, or building a batch no worker has started itself -- is
+            # time it spent blocked on this stage: the tuner's signal that more parallelism may pay.
+            t0 = time.perf_counter()
+            batch, results, seconds = self._run(*fut.args) if fut.cancel() else fut.result()
+            if self._tuner is not None:
                 self._tuner.waited(time.perf_counter() - t0)
-            self._tuner.tick()
-        self._inflight.popleft()
-        batch, results, seconds = fut.result()
+        if self._tuner is not None:
+            self._tuner.tick(self._size)
         self.work_seconds += seconds
         return batch, results
 
@@ -201,6 +218,8 @@ class MapBatchIterator(Iterator):
         self._inflight.clear()
 
     def close(self):
+        if self._tuner is not None:
+            self._tuner.close()
         self._discard()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)

@@ -64,6 +64,8 @@ class ParallelInterleaveIterator(SlotCycle):
         self._tasks: collections.deque = collections.deque()
         self._threads: list = []
         self._running = 0  # read tasks running on worker threads
+        self._warm = False  # the first call returned: all future slots may read ahead (before, only those
+        # that fill the cycle: the first elements come sooner when readers spend the GIL on their slots only)
         self._paused = False
         self._closed = False
 
@@ -145,11 +147,13 @@ class ParallelInterleaveIterator(SlotCycle):
             self._input_done = True
             return
         with self._lock:
+            empty = sum(s is None for s in self._slots)  # futures that will fill the cycle's empty slots
             for element in block:
                 slot = Slot(element, self._position)
                 self._position += 1
                 self._futures.append(slot)
-                self._schedule(slot)
+                if self._warm or len(self._futures) <= empty:
+                    self._schedule(slot)
 
     def _refill_slot(self):
         if not self._futures:
@@ -218,6 +222,11 @@ class ParallelInterleaveIterator(SlotCycle):
             self._start()
         self._top_up()
         out = super()._next_many(n)
+        if not self._warm:
+            self._warm = True
+            with self._lock:
+                for slot in self._futures:
+                    self._schedule(slot)
         if self._tuner is not None:  # once per delivered block, as the other AUTOTUNE stages
             self._tick(len(out))
         return out

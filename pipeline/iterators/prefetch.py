@@ -3,6 +3,9 @@
 Saving state is consistent while the producer runs: ``get_state`` takes the input lock (so the producer is
 not inside its input), then records the input's state and the buffered elements.
 
+The first call is served on the consumer thread and the producer starts at the second: the first
+element comes as soon as the stages below can give it (time to first batch).
+
 AUTOTUNE sizing: the buffer starts at 2 elements and doubles (up to ``MAX_AUTOTUNE`` elements and
 ``Options.autotune.ram_budget`` bytes, estimated from the first element) when the consumer finds it empty
 although the producer had filled it since the last growth: a bursty producer that keeps up on average.
@@ -44,6 +47,7 @@ class PrefetchIterator(Iterator):
         self._element_bytes = 0  # estimated from the first element, for the RAM budget
         self._filled = False  # the producer filled the buffer since the capacity last grew
         self._consumer_waiting = False
+        self._first_served = False
 
     def _start(self):
         self._thread = threading.Thread(target=self._produce, name="jaxfeed-prefetch", daemon=True)
@@ -93,8 +97,9 @@ class PrefetchIterator(Iterator):
             block = [_END]
             self._thread = _NO_THREAD  # nothing left to produce
         self._local.extend(block)
-        if self._thread is None:  # from here on the producer works ahead while the consumer uses these
-            self._start()
+        # The producer starts at the next call, not now: Thread.start() waits for the new thread to run,
+        # and with other stages' threads busy that wait (for the GIL) took milliseconds here.
+        self._first_served = True
 
     def _wait_for_items(self):
         if self._thread is None:
@@ -128,7 +133,7 @@ class PrefetchIterator(Iterator):
     def _next(self):
         local = self._local
         if not local:
-            if self._thread is None and not self._buf:
+            if self._thread is None and not self._first_served and not self._buf:
                 self._first_here(1)
             else:
                 self._grab()
@@ -143,7 +148,7 @@ class PrefetchIterator(Iterator):
     def _next_many(self, n):
         local = self._local
         if not local:
-            if self._thread is None and not self._buf:
+            if self._thread is None and not self._first_served and not self._buf:
                 self._first_here(n)
             else:
                 self._grab()

@@ -128,6 +128,7 @@ def test_parallelism_stays_at_one_when_the_consumer_never_waits(fake_clock):
     it = iter(Dataset.range(1, 5).interleave(repeated, cycle_length=2, num_parallel_calls=AUTOTUNE)
               .with_options(options(cpus=4)))
     root = root_iterator(it)
+    root._warm = True  # as after a first call: future slots read ahead too
     root._start()
     root._top_up()
     with root._lock:
