@@ -40,9 +40,10 @@ class TFRecordIterator(FileRecordsIterator):
     def open_file(self, name, offset):
         node = self.node
         offset = offset or 0
-        # tf.data's buffer_size is its read buffer (256 KiB by default); we read 2 MiB blocks unless told
-        # otherwise, and never less than 64 KiB (per-block work would then dominate).
-        block = max(node.buffer_size, 1 << 16) if node.buffer_size else tfrecord.BLOCK_SIZE
+        # tf.data's buffer_size is its read buffer (256 KiB by default); we read the reader's blocks (512 KiB
+        # with the C walker, 2 MiB without) unless told otherwise, and never less than 64 KiB (per-block
+        # work would then dominate).
+        block = max(node.buffer_size, 1 << 16) if node.buffer_size else None
         stream = fs.open_stream(name, node.compression_type, offset)
         return tfrecord.RecordReader(stream, name, offset, verify=node.verify_crc, block_size=block)
 
