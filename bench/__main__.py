@@ -21,6 +21,7 @@ from . import data, report, runner, suite, workloads
 from .workloads import rows_of
 
 VECTORIZED = "jaxfeed (vectorized)"  # the same pipeline with its map declared vectorized=True
+READ_STAGE = "jaxfeed read stage: interleave(4) -> batch(256), CRC on"  # P3 without the parse
 FORMATS = "FORMATS"  # --only key of the reader section (bench/formats.py)
 # bench/formats.run() sizes per scale: TFRecord MiB, Parquet rows, repetitions (best of)
 FORMATS_SIZES = {"full": (128, 2_000_000, 3), "quick": (32, 500_000, 2), "tiny": (2, 20_000, 1)}
@@ -107,6 +108,8 @@ def plan(args, d, peers, results):
             contenders["raw read()"] = (lambda: suite.baselines.p3_raw_read(d), lambda nbytes: nbytes,
                                         sum(os.path.getsize(f) for f in d.tfrecord_files))
             kinds["raw read()"] = "raw"
+            contenders[READ_STAGE] = (lambda: suite.p3_read_stage(d), rows_of)
+            kinds[READ_STAGE] = "read_stage"
         if spec.tunable and not args.no_autotune_check:
             for npc in SWEEP:
                 label = f"jaxfeed num_parallel_calls={npc}"

@@ -87,6 +87,16 @@ def p3_vectorized(d, npc=None):
             .prefetch(AUTOTUNE))
 
 
+def p3_read_stage(d, npc=None):
+    """P3's read stage alone: the interleaved TFRecord files (CRC on) batched, no parse. Its MB/s against
+    raw ``read()`` is what the reader target measures: the CRC/framing walk, not P3's per-record parse."""
+    Dataset, AUTOTUNE = _dataset()
+    (TFRecordDataset,) = _formats("TFRecordDataset")
+    npc = AUTOTUNE if npc is None else npc
+    files = Dataset.from_tensor_slices(d.tfrecord_files)
+    return files.interleave(TFRecordDataset, cycle_length=w.P3_CYCLE, num_parallel_calls=npc).batch(w.P3_BATCH)
+
+
 def p4(d, npc=None):
     Dataset, AUTOTUNE = _dataset()
     npc = AUTOTUNE if npc is None else npc
