@@ -217,6 +217,11 @@ def _list_to_array(value, what):
     if not isinstance(value, list):
         arr = np.asarray(value)
         return _strings_to_object(arr) if arr.dtype.kind in "SU" else arr
+    types = set(map(type, value))
+    if types == {str} or types == {bytes}:  # a flat list of strings (text lines, file names): in C loops
+        out = np.empty(len(value), dtype=object)
+        out[:] = list(map(str.encode, value)) if str in types else value
+        return out
     leaves = list(_iter_list_leaves(value))
     kinds = {_leaf_kind(x) for x in leaves}
     if "str" in kinds and len(kinds) > 1:
