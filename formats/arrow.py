@@ -16,7 +16,8 @@ Elements are dicts ``{column: scalar}``; with ``batch_size=n`` the dataset strea
 
 Sharding by row group: ``units()`` lists (file, unit, rows); ``shard_units(num_shards, index)`` keeps
 every num_shards-th unit from ``index`` (whole row groups per worker). A file list that is only known at
-run time (a Dataset of names) reads files in order, unit by unit, with (file, unit, row) state.
+run time (a Dataset of names), and ``batch_size`` record batches, stream files in order, at most
+``STREAM_ROWS`` rows (or whole batches) per block, with (file, unit, row) state.
 """
 
 from __future__ import annotations
@@ -38,14 +39,7 @@ from .reader import FileReaderNode, FileRecordsIterator, filenames_node
 
 CACHE_UNITS = 2  # decoded units kept by a random-access node (batch gathers on worker threads may straddle two)
 OPEN_FILES = 2  # open files per node (consecutive units come from one file, a batch may straddle two)
-
-
-def to_numpy_columns(table) -> dict:
-    """A Table/RecordBatch -> ``{name: numpy array}``; string-like columns become object arrays of bytes."""
-    out = {}
-    for name, col in zip(table.schema.names, table.columns):
-        out[name] = _as_binary(col).to_numpy(zero_copy_only=False)
-    return out
+STREAM_ROWS = 1024  # rows a streaming reader (a run-time file list, or batch_size) hands on per block
 
 
 def _is_bytes_like(t) -> bool:
@@ -133,9 +127,6 @@ class _File:
             return self._pq.read_row_group(unit, columns=self.columns, use_threads=False)
         batch = self._batches[unit] if self._batches is not None else self._ipc.get_batch(unit)
         return batch.select(self.columns) if self.columns else batch
-
-    def read(self, unit: int) -> dict:
-        return to_numpy_columns(self.read_table(unit))
 
     def close(self):
         self._raw.close()
@@ -306,12 +297,15 @@ class ArrowReader(FileReaderNode):
 
 
 class _UnitSource:
-    """Streams one file unit by unit; offsets are (unit, row) pairs."""
+    """Streams one file, at most ``STREAM_ROWS`` rows per block (whole batches in batch mode); offsets are
+    (unit, row) pairs. The current unit is decoded once and kept as ``gather_columns`` while its rows are
+    handed on, so only a block's rows exist as Python objects at a time."""
 
     def __init__(self, node: ArrowReader, name: str, offset):
         self._node = node
         self._file = _File(name, node.format, node.columns)
         self._unit, self._row = offset if offset is not None else (0, 0)
+        self._cols = None  # the current unit's columns (``gather_columns``), while rows of it remain
 
     @property
     def offset(self):
@@ -320,25 +314,27 @@ class _UnitSource:
     def read_block(self):
         f = self._file
         while self._unit < len(f.rows) and self._row >= f.rows[self._unit]:
-            self._unit, self._row = self._unit + 1, 0
+            self._unit, self._row, self._cols = self._unit + 1, 0, None
         if self._unit >= len(f.rows):
             return [], [], None
-        cols = f.read(self._unit)
+        if self._cols is None:
+            self._cols = gather_columns(f.read_table(self._unit))
         rows = f.rows[self._unit]
         size = self._node.batch_size
-        items, offsets = [], []
+        step = STREAM_ROWS if size is None else size * max(1, STREAM_ROWS // size)  # batches stay whole
+        lo, hi = self._row, min(rows, self._row + step)
+        part = {n: rows_of(c, lo, hi) for n, c in self._cols.items()}
         if size is None:
-            part = {n: c[self._row:] for n, c in cols.items()}
-            items = structure.unstack_rows(part, rows - self._row)
-            offsets = [(self._unit, r) for r in range(self._row, rows)]
+            items = structure.unstack_rows(part, hi - lo)
+            offsets = [(self._unit, r) for r in range(lo, hi)]
         else:
-            for lo in range(self._row, rows, size):
-                items.append({n: c[lo:lo + size] for n, c in cols.items()})
-                offsets.append((self._unit, lo))
-        self._unit, self._row = self._unit + 1, 0
+            items = [{n: c[b:b + size] for n, c in part.items()} for b in range(0, hi - lo, size)]
+            offsets = [(self._unit, lo + b) for b in range(0, hi - lo, size)]
+        self._row = hi
         return items, offsets, None
 
     def close(self):
+        self._cols = None
         self._file.close()
 
 

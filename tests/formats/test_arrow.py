@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from jaxfeed.formats import ArrowDataset, ParquetDataset
+from jaxfeed.formats import arrow
 from jaxfeed.formats.arrow import CACHE_UNITS, OPEN_FILES
 from jaxfeed.pipeline import Dataset
 from jaxfeed.pipeline.testing import assert_resumes_everywhere
@@ -166,3 +167,31 @@ def test_node_pickles_without_its_open_files(parquet_files):
     node.gather(np.arange(3))
     copy = pickle.loads(pickle.dumps(node))
     assert copy.gather(np.arange(3))["id"].tolist() == [0, 1, 2]
+
+
+def test_a_streaming_reader_hands_on_at_most_stream_rows_rows_per_block(parquet_files, monkeypatch):
+    monkeypatch.setattr(arrow, "STREAM_ROWS", 2)
+    node = ParquetDataset(parquet_files)._node
+    source = arrow._UnitSource(node, parquet_files[0], None)
+    blocks = []
+    while True:
+        items, offsets, _ = source.read_block()
+        if not items:
+            break
+        blocks.append(offsets)
+    assert blocks[:4] == [[(0, 0), (0, 1)], [(0, 2), (0, 3)], [(0, 4)], [(1, 0), (1, 1)]]
+    assert sum(map(len, blocks)) == N
+
+
+def test_streamed_rows_in_small_blocks_resume_everywhere(parquet_files, monkeypatch):
+    monkeypatch.setattr(arrow, "STREAM_ROWS", 2)
+    names = Dataset.from_tensor_slices(parquet_files).map(lambda f: f)
+    assert [r["name"] for r in ParquetDataset(names)] == [f"n{i}".encode() for i in range(2 * N)]
+    assert_resumes_everywhere(lambda: ParquetDataset(names, columns=["id", "name"]))
+
+
+def test_streamed_record_batches_keep_their_row_group_boundaries_in_small_blocks(parquet_files, monkeypatch):
+    monkeypatch.setattr(arrow, "STREAM_ROWS", 4)
+    batches = [b["id"].tolist() for b in ParquetDataset(parquet_files[:1], batch_size=3)]
+    assert batches[:4] == [[0, 1, 2], [3, 4], [5, 6, 7], [8, 9]]
+    assert_resumes_everywhere(lambda: ParquetDataset(parquet_files, batch_size=3))
