@@ -86,6 +86,12 @@ def normalize_results(out: list, label: str) -> list:
     return result
 
 
+def drop_args(future) -> None:
+    """Done callback of a submitted block: once finished (or cancelled) it no longer needs its inputs,
+    kept on ``future.args`` so that the consumer can run the block itself if no worker has started it."""
+    future.args = None
+
+
 class Delivery:
     """Hands out a block's results one by one or in runs, raising failures in their place."""
 

@@ -24,7 +24,7 @@ from ..options import effective_deterministic
 from . import autotune
 from .base import Iterator, indices_exactly, take_exactly
 from .batch import stack_fast, stack_leaf_fast
-from .blocks import Failure, normalize_results, run_block
+from .blocks import Failure, drop_args, normalize_results, run_block
 from .map import node_seeds, rng_factory
 
 
@@ -130,6 +130,7 @@ class MapBatchIterator(Iterator):
                 break
             fut = self._pool.submit(self._run, elements, stacked, position)
             fut.args = (elements, stacked, position)  # to build it here if no worker started it when due
+            fut.add_done_callback(drop_args)
             self._inflight.append(fut)
         if not self._inflight:
             return None
@@ -140,7 +141,8 @@ class MapBatchIterator(Iterator):
             # The consumer's time here -- waiting, or building a batch no worker has started itself -- is
             # time it spent blocked on this stage: the tuner's signal that more parallelism may pay.
             t0 = time.perf_counter()
-            batch, results, seconds = self._run(*fut.args) if fut.cancel() else fut.result()
+            args = fut.args
+            batch, results, seconds = self._run(*args) if fut.cancel() else fut.result()
             if self._tuner is not None:
                 self._tuner.waited(time.perf_counter() - t0)
         if self._tuner is not None:

@@ -22,7 +22,7 @@ from concurrent import futures
 
 from ..options import effective_deterministic
 from . import autotune
-from .blocks import Delivery, DeliveringIterator, Failure, apply_block
+from .blocks import Delivery, DeliveringIterator, Failure, apply_block, drop_args
 from .map import node_seeds, rng_factory
 
 TARGET_TASK_SECONDS = 0.0005
@@ -93,6 +93,7 @@ class ParallelMapIterator(DeliveringIterator):
             args = (self.node.map_func, block, unpack, self._label, self._position, self._extra)
             fut = self._pool.submit(_run_block, *args)
             fut.args = args  # to run it on the consumer if no worker has started it when it is due
+            fut.add_done_callback(drop_args)
             self._position += len(block)
             self._inflight.append(fut)
 
@@ -117,8 +118,9 @@ class ParallelMapIterator(DeliveringIterator):
             # The consumer's time here -- waiting, or running an unstarted block itself -- is time it
             # spent blocked on this stage: the tuner's signal that more parallelism may pay.
             t0 = time.perf_counter()
+            args = done.args
             if done.cancel():  # due, and no worker has started it: run it here
-                done = _Done(_run_block(*done.args))
+                done = _Done(_run_block(*args))
             else:
                 done.result()
             if self._tuner is not None:
