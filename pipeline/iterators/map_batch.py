@@ -112,9 +112,10 @@ class MapBatchIterator(Iterator):
             return batch, results
         if self._pool is None:
             self._pool = futures.ThreadPoolExecutor(self.workers, thread_name_prefix="jaxfeed-mapbatch")
-            if not self._inflight and not self._done:
-                # The first batch is built here, before any thread exists: no hand-off, no contention,
-                # so it comes as soon as sequential code would give it (time to first batch).
+            if self._vectorized and not self._inflight and not self._done:
+                # A vectorized map's first batch is one call, which no pool could split: it runs here,
+                # before any thread exists -- no hand-off, no contention (time to first batch). A
+                # per-element function's first batch goes to the pool: a slow one runs in parallel.
                 elements, stacked, position = self._pull(self._size)
                 if not len(elements):
                     self._done = True

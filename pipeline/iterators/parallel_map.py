@@ -135,39 +135,6 @@ class ParallelMapIterator(DeliveringIterator):
         self._fill()
         return True
 
-    def _next(self):
-        if self._pool is None:
-            self._start(1)
-        return super()._next()
-
-    def _next_many(self, n):
-        if self._pool is None:
-            self._start(n)
-        return super()._next_many(n)
-
-    def _start(self, n):
-        """The first call's elements (up to ``MAX_BLOCK``) are computed on the consumer thread, before any
-        thread exists: no hand-off and no contention, so the first results come as soon as sequential code
-        would give them (time to first batch). The pool starts at the next refill."""
-        self._pool = futures.ThreadPoolExecutor(self.workers, thread_name_prefix="jaxfeed-map")
-        if self._inflight or len(self._ready) or self._input_done:  # restored: the ordinary path
-            return
-        try:
-            block = self.input.next_many(min(n, MAX_BLOCK))
-        except Exception as e:  # noqa: BLE001 - delivered in its place
-            self._ready = Delivery([Failure(e)], True)
-            return
-        if not block:
-            self._input_done = True
-            return
-        results, failed, per_element = _run_block(self.node.map_func, block, type(block[0]) is tuple,
-                                                  self._label, self._position, self._extra)
-        self._position += len(block)
-        self.work_seconds += per_element * len(results)
-        if per_element > 0:
-            self._block = max(1, min(MAX_BLOCK, int(TARGET_TASK_SECONDS / per_element)))
-        self._ready = Delivery(results, failed)
-
     # ------------------------------------------------------------------ protocol
     def buffer_fill(self) -> float:
         return len(self._inflight) / (2 * (self._tuner.value if self._tuner is not None else self.workers))

@@ -22,33 +22,41 @@ def on_thread(record):
     return fn
 
 
-def test_parallel_map_computes_its_first_call_on_the_consumer_thread():
-    seen = []
-    it = iter(Dataset.range(100).map(on_thread(seen), num_parallel_calls=2))
-    assert int(next(it)) == 0
-    assert [t for _, t in seen] == [threading.current_thread()]
-    assert [int(x) for x in it] == list(range(1, 100))
-    it.close()
+def test_parallel_map_runs_a_slow_functions_first_elements_in_parallel():
+    # The first call is not run inline: two elements that each wait for the other to start finish only
+    # when two workers run them at once (a consumer computing them one after another would time out).
+    barrier = threading.Barrier(2, timeout=10)
+
+    def fn(x):
+        if x < 2:
+            barrier.wait()
+        return x
+
+    assert [int(x) for x in Dataset.range(6).map(fn, num_parallel_calls=2)] == list(range(6))
 
 
 def test_parallel_map_runs_a_due_block_no_worker_has_started():
     # One worker, stuck on element 1 until some element is computed on the consumer thread: only a consumer
     # that takes unstarted blocks back from the pool (deterministic=False: any finished or unstarted block is
-    # due) gets past it; one that only waits would sit out the 10 s and fail.
+    # due) gets past it; one that only waits would sit out the 10 s and fail. (If the consumer takes element
+    # 1 itself, that is the same stealing.)
     consumer = threading.current_thread()
     gate = threading.Event()
-    released = []
+    released, on_consumer = [], []
 
     def fn(x):
-        if x == 1:
+        here = threading.current_thread() is consumer
+        if here:
+            on_consumer.append(int(x))
+        if x == 1 and not here:
             released.append(gate.wait(10))
-        elif x > 1 and threading.current_thread() is consumer:
+        elif x > 1 and here:
             gate.set()
         return x
 
     ds = Dataset.range(2000).map(fn, num_parallel_calls=1, deterministic=False)
     assert sorted(int(x) for x in ds) == list(range(2000))
-    assert released == [True]
+    assert on_consumer and released in ([], [True])
 
 
 def test_prefetch_serves_the_first_element_on_the_consumer_thread():
@@ -129,11 +137,16 @@ def test_restored_prefetch_never_serves_inline_behind_its_producer():
         assert head + tail == list(range(40))
 
 
-def test_fused_map_and_batch_builds_its_first_batch_on_the_consumer_thread():
+def test_fused_vectorized_map_and_batch_builds_its_first_batch_on_the_consumer_thread():
     seen = []
-    ds = Dataset.range(100).map(on_thread(seen), num_parallel_calls=AUTOTUNE).batch(10)
+
+    def fn(x):
+        seen.append(threading.current_thread())
+        return x + 1
+
+    ds = Dataset.range(100).map(fn, num_parallel_calls=AUTOTUNE, vectorized=True).batch(10)
     assert "MapAndBatch" in ds.explain()
     it = iter(ds)
-    assert next(it).tolist() == list(range(10))
-    assert {t for _, t in seen} == {threading.current_thread()}
-    assert np.concatenate(list(it)).tolist() == list(range(10, 100))
+    assert next(it).tolist() == list(range(1, 11))
+    assert seen == [threading.current_thread()]
+    assert np.concatenate(list(it)).tolist() == list(range(11, 101))
