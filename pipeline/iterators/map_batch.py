@@ -27,6 +27,8 @@ from .batch import stack_fast, stack_leaf_fast
 from .blocks import Failure, drop_args, normalize_results, run_block
 from .map import node_seeds, rng_factory
 
+FIRST_INLINE_SECONDS = 0.002  # the consumer's share of a per-element map's first batch (see _run_first)
+
 
 def _map_block(fn, elements, stacked, unpack, label, position, extra, vectorized, what):
     """(batch or None, mapped results or None, seconds): a stacked batch when no element failed."""
@@ -40,14 +42,19 @@ def _map_block(fn, elements, stacked, unpack, label, position, extra, vectorized
         except Exception:  # noqa: BLE001 - find the failing element the way the plain graph would
             pass
     results, failed = run_block(fn, elements, unpack, label, position, extra)
+    return _as_batch(results, failed, label, what) + (time.perf_counter() - t0,)
+
+
+def _as_batch(results, failed, label, what):
+    """(batch, None), or (None, mapped results) when an element failed."""
     if failed:
-        return None, normalize_results(results, label), time.perf_counter() - t0
+        return None, normalize_results(results, label)
     # Results that are already elements of one leaf type (numpy scalars of one type, arrays of one shape)
     # go straight into the batch: one check of their types instead of normalising, then stacking.
     batch = stack_leaf_fast(results, results[0])
     if batch is None:
         batch = stack_fast(normalize_results(results, label), what)
-    return batch, None, time.perf_counter() - t0
+    return batch, None
 
 
 class MapBatchIterator(Iterator):
@@ -102,6 +109,36 @@ class MapBatchIterator(Iterator):
         return _map_block(self._fn, elements, stacked, unpack, self._label, position, self._extra,
                           self._vectorized, self._what)
 
+    def _run_first(self, elements, stacked, position):
+        """The first batch, built on the consumer thread with no hand-off (time to first batch).
+
+        A vectorized map is one call, run here. A per-element map runs here in doubling chunks while that
+        stays within ``FIRST_INLINE_SECONDS`` -- the whole batch, for a cheap function; what is left (a slow
+        function) is split over the pool's workers, the consumer taking back any part no worker has
+        started, so a slow function's first batch keeps its parallelism."""
+        if self._vectorized:
+            return self._run(elements, stacked, position)
+        t0 = time.perf_counter()
+        fn, label, extra = self._fn, self._label, self._extra
+        unpack = type(elements[0]) is tuple
+        results, failed, k, step, n = [], False, 0, 1, len(elements)
+        while k < n and (k == 0 or time.perf_counter() - t0 < FIRST_INLINE_SECONDS):
+            chunk = elements[k:k + step]
+            part, bad = run_block(fn, chunk, unpack, label, position + k, extra)
+            results += part
+            failed |= bad
+            k += len(chunk)
+            step *= 2
+        if k < n:
+            size = -(-(n - k) // self.workers)
+            parts = [(fn, elements[s:s + size], unpack, label, position + s, extra) for s in range(k, n, size)]
+            futs = [self._pool.submit(run_block, *args) for args in parts]
+            for fut, args in zip(futs, parts):
+                part, bad = run_block(*args) if fut.cancel() else fut.result()
+                results += part
+                failed |= bad
+        return _as_batch(results, failed, label, self._what) + (time.perf_counter() - t0,)
+
     def _next_block(self):
         """The next mapped block of up to ``b`` elements: (batch, None) or (None, results); None at the end."""
         if not self._parallel:
@@ -112,15 +149,12 @@ class MapBatchIterator(Iterator):
             return batch, results
         if self._pool is None:
             self._pool = futures.ThreadPoolExecutor(self.workers, thread_name_prefix="jaxfeed-mapbatch")
-            if self._vectorized and not self._inflight and not self._done:
-                # A vectorized map's first batch is one call, which no pool could split: it runs here,
-                # before any thread exists -- no hand-off, no contention (time to first batch). A
-                # per-element function's first batch goes to the pool: a slow one runs in parallel.
+            if not self._inflight and not self._done:  # the first batch: see _run_first
                 elements, stacked, position = self._pull(self._size)
                 if not len(elements):
                     self._done = True
                     return None
-                batch, results, seconds = self._run(elements, stacked, position)
+                batch, results, seconds = self._run_first(elements, stacked, position)
                 self.work_seconds += seconds
                 return batch, results
         limit = 2 * (self._tuner.value if self._tuner is not None else self.workers)

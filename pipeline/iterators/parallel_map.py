@@ -121,6 +121,9 @@ class ParallelMapIterator(DeliveringIterator):
             args = done.args
             if done.cancel():  # due, and no worker has started it: run it here
                 done = _Done(_run_block(*args))
+                if not self.deterministic:  # as completed: blocks workers finished meanwhile go first
+                    self._inflight.append(done)
+                    done = self._next_done()
             else:
                 done.result()
             if self._tuner is not None:

@@ -13,6 +13,7 @@ import numpy as np
 
 from jaxfeed.formats import tfrecord
 from jaxfeed.pipeline import AUTOTUNE, Dataset
+from jaxfeed.pipeline.iterators import map_batch
 
 
 def on_thread(record):
@@ -150,3 +151,31 @@ def test_fused_vectorized_map_and_batch_builds_its_first_batch_on_the_consumer_t
     assert next(it).tolist() == list(range(1, 11))
     assert seen == [threading.current_thread()]
     assert np.concatenate(list(it)).tolist() == list(range(11, 101))
+
+
+def test_fused_map_and_batch_spreads_a_slow_functions_first_batch_over_threads(monkeypatch):
+    monkeypatch.setattr(map_batch, "FIRST_INLINE_SECONDS", 0.0)  # the budget is spent after one element
+    seen = []
+
+    def fn(x):
+        seen.append(threading.current_thread())
+        time.sleep(0.02)
+        return x
+
+    ds = Dataset.range(12).map(fn, num_parallel_calls=2).batch(6)
+    assert "MapAndBatch" in ds.explain()
+    it = iter(ds)
+    assert next(it).tolist() == list(range(6))
+    assert seen[0] is threading.current_thread()  # the first element, on the consumer
+    assert len(set(seen[:6])) >= 2  # the rest not one after another on the consumer alone
+    assert next(it).tolist() == list(range(6, 12))
+
+
+def test_fused_map_and_batch_builds_a_cheap_functions_first_batch_on_the_consumer(monkeypatch):
+    monkeypatch.setattr(map_batch, "FIRST_INLINE_SECONDS", 60.0)  # (not a claim on speed: any budget left)
+    seen = []
+    ds = Dataset.range(100).map(on_thread(seen), num_parallel_calls=2).batch(10)
+    it = iter(ds)
+    assert next(it).tolist() == list(range(10))
+    assert {t for _, t in seen} == {threading.current_thread()}
+    assert np.concatenate(list(it)).tolist() == list(range(10, 100))
