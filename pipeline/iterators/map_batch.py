@@ -27,7 +27,9 @@ from .batch import stack_fast, stack_leaf_fast
 from .blocks import Failure, drop_args, normalize_results, run_block
 from .map import node_seeds, rng_factory
 
-FIRST_INLINE_SECONDS = 0.002  # the consumer's share of a per-element map's first batch (see _run_first)
+# A per-element map's first batch is finished on the consumer when the rest would take less than this at the
+# rate of the elements mapped so far (see _run_first); else the rest is split over the workers.
+FIRST_INLINE_SECONDS = 0.01
 
 
 def _map_block(fn, elements, stacked, unpack, label, position, extra, vectorized, what):
@@ -112,9 +114,9 @@ class MapBatchIterator(Iterator):
     def _run_first(self, elements, stacked, position):
         """The first batch, built on the consumer thread with no hand-off (time to first batch).
 
-        A vectorized map is one call, run here. A per-element map runs here in doubling chunks while that
-        stays within ``FIRST_INLINE_SECONDS`` -- the whole batch, for a cheap function; what is left (a slow
-        function) is split over the pool's workers, the consumer taking back any part no worker has
+        A vectorized map is one call, run here. A per-element map runs here in doubling chunks while the rest
+        would take less than ``FIRST_INLINE_SECONDS`` -- the whole batch, for a cheap function; what is left
+        (a slow function) is split over the pool's workers, the consumer taking back any part no worker has
         started, so a slow function's first batch keeps its parallelism."""
         if self._vectorized:
             return self._run(elements, stacked, position)
@@ -122,7 +124,7 @@ class MapBatchIterator(Iterator):
         fn, label, extra = self._fn, self._label, self._extra
         unpack = type(elements[0]) is tuple
         results, failed, k, step, n = [], False, 0, 1, len(elements)
-        while k < n and (k == 0 or time.perf_counter() - t0 < FIRST_INLINE_SECONDS):
+        while k < n and (k == 0 or (time.perf_counter() - t0) / k * (n - k) < FIRST_INLINE_SECONDS):
             chunk = elements[k:k + step]
             part, bad = run_block(fn, chunk, unpack, label, position + k, extra)
             results += part
