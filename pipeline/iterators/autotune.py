@@ -6,12 +6,16 @@ The algorithm (one ``Tuner`` per AUTOTUNE knob -- a parallel map's or an interle
    (``waited(seconds)``) and how many elements it delivers (``tick(delivered)``, once per delivered block).
 2. Every ``WINDOW`` seconds of wall time the tuner judges the window. If the consumer waited more than
    ``RAISE_ABOVE`` of it, the stage is the limit and the tuner *probes* one step up (parallelism + 1),
-   remembering the delivery rate before the step.
+   remembering the delivery rate before the step: the mean of the last ``BASE_WINDOWS`` windows at the
+   current value (none is probed before it has them, so start-up windows never serve as a base).
 3. A probe is judged on its own rate: one window to settle, then ``JUDGE_WINDOWS`` windows measured. If the
    rate rose by at least ``GAIN`` the step is kept (and the next window may probe again); otherwise the
    knob goes back down and stays there for ``RETRY_AFTER`` seconds (doubling after each failed probe). This
    is what tells work that scales with threads (I/O, numpy that releases the GIL) from work that holds the
    GIL: on a 2-core machine a second thread running Python code makes a stage slower, and the probe sees it.
+   ``DOWN_AFTER`` seconds after a kept step, a step *down* is probed the same way and kept if the rate
+   stays within ``HOLD``: a step kept on a lucky window is taken back, and the knob settles where fewer
+   threads would do worse. The first ``WARMUP_WINDOWS`` windows (start-up) are never a base.
 4. One probe at a time per iterator tree (a ``ProbeToken`` shared through the iterator context), so a rate
    change is blamed on the knob that moved.
 
@@ -33,9 +37,13 @@ import time
 
 WINDOW = 0.02
 RAISE_ABOVE = 0.05
-JUDGE_WINDOWS = 2  # windows measured after a step (after one window to settle)
-GAIN = 0.05  # a step must raise the delivery rate by this much to be kept
-RETRY_AFTER = 0.5  # seconds before a failed step is tried again (doubles after each failure)
+JUDGE_WINDOWS = 3  # windows measured after a step (after one window to settle)
+GAIN = 0.2  # a step must raise the delivery rate by this much to be kept (window rates vary by ~10%)
+BASE_WINDOWS = 2  # steady windows at a value before a probe from it (their mean rate is the base)
+RETRY_AFTER = 0.5  # seconds before a failed step up is tried again (doubles after each failure)
+WARMUP_WINDOWS = 3  # the first windows of a stage are start-up, never a base rate
+DOWN_AFTER = 0.3  # seconds after a kept step before a step down is probed (doubles when it fails)
+HOLD = 0.05  # a step down is kept if the rate stays within this of the base
 
 
 class ProbeToken:
@@ -73,13 +81,16 @@ class Tuner:
         self._waited = 0.0
         self._count = 0
         self._start = clock()
-        self._last_rate = None  # delivery rate of the last steady window
-        # a probe in progress: (value before the step, rate before it, windows left to settle, counts)
-        self._probe = None
-        self._retry_at = 0.0
+        self._windows = 0  # windows judged so far (the first WARMUP_WINDOWS are start-up: never a base)
+        self._steady: list = []  # delivery rates of the steady windows since the knob last moved
+        self._probe = None  # a probe in progress: see _begin
+        self._retry_at = 0.0  # no step up before (after a step up that did not pay, or a kept step down)
         self._retry_after = RETRY_AFTER
+        self._down_at = 0.0  # no step down before
+        self._down_after = DOWN_AFTER
         self.raises = 0  # how many steps up were kept (for statistics and tests)
-        self.reverts = 0  # how many steps were taken back because they did not pay
+        self.reverts = 0  # how many steps up were taken back because they did not pay
+        self.lowers = 0  # how many steps down were kept because the rate held
 
     def waited(self, seconds: float) -> None:
         self._waited += seconds
@@ -88,18 +99,33 @@ class Tuner:
         self._count += delivered
         now = self._clock()
         elapsed = now - self._start
-        if elapsed < WINDOW:
+        if elapsed < WINDOW * 0.999:  # (a clock stepping by exactly WINDOW may land a hair short)
             return
         rate = self._count / elapsed if self._count else None
         waited = self._waited > RAISE_ABOVE * elapsed
         self._waited, self._count, self._start = 0.0, 0, now
+        self._windows += 1
         if self._probe is not None:
             self._judge(rate, elapsed, now)
             return
-        self._last_rate = rate
-        if waited and self.value < self.maximum and now >= self._retry_at and self._token.acquire(self):
-            self._probe = [self.value, rate, 1, 0.0, 0.0]  # before, its rate, settle, measured count, time
-            self.value = min(self.maximum, self._grow(self.value))
+        if rate is not None and self._windows <= WARMUP_WINDOWS:
+            return  # start-up: slow for reasons no knob changes
+        self._steady = (self._steady + [rate])[-BASE_WINDOWS:]
+        if len(self._steady) < BASE_WINDOWS and any(r is not None for r in self._steady):
+            return  # no base yet
+        base = None if None in self._steady else sum(self._steady) / len(self._steady)
+        if waited and self.value < self.maximum and now >= self._retry_at:
+            self._begin(self._grow(self.value), base)
+        elif base is not None and self.value > 1 and now >= self._down_at:
+            self._begin(self.value - 1, base)  # a kept step may have been luck: see if fewer do as well
+
+    def _begin(self, value, base):
+        if not self._token.acquire(self):
+            return
+        # before, its rate, windows left to settle, measured elements, measured seconds
+        self._probe = [self.value, base, 1, 0.0, 0.0]
+        self.value = min(self.maximum, value)
+        self._steady = []
 
     def _judge(self, rate, elapsed, now):
         probe = self._probe
@@ -114,15 +140,26 @@ class Tuner:
         self._probe = None
         self._token.release(self)
         measured = probe[3] / probe[4] if probe[3] else None
-        if base is None or measured is None or measured >= base * (1 + GAIN):
-            self.raises += 1
-            self._last_rate = measured
-            self._retry_after = RETRY_AFTER
-            return
-        self.value = before  # the step did not pay: back down, and wait before trying again
-        self.reverts += 1
-        self._retry_at = now + self._retry_after
-        self._retry_after *= 2
+        if self.value > before:  # a step up: kept only if the rate rose by GAIN
+            if base is None or measured is None or measured >= base * (1 + GAIN):
+                self.raises += 1
+                self._retry_after = RETRY_AFTER
+                self._down_at = now + DOWN_AFTER
+                return
+            self.value = before
+            self.reverts += 1
+            self._retry_at = now + self._retry_after
+            self._retry_after *= 2
+        else:  # a step down: kept if the rate held (less parallelism for the same work)
+            if measured is not None and measured >= base * (1 - HOLD):
+                self.lowers += 1
+                self._retry_at = now + self._retry_after
+                self._retry_after *= 2
+                self._down_at = now + DOWN_AFTER
+                return
+            self.value = before
+            self._down_at = now + self._down_after
+            self._down_after *= 2
 
     def close(self) -> None:
         """Give the probe token back (a closed stage must not block its siblings' tuning)."""

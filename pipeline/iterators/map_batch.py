@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import collections
 import time
-from concurrent import futures
 
 import numpy as np
 
@@ -26,6 +25,7 @@ from .base import Iterator, indices_exactly, take_exactly
 from .batch import stack_fast, stack_leaf_fast
 from .blocks import Failure, drop_args, normalize_results, run_block
 from .map import node_seeds, rng_factory
+from .pool import TunedPool
 
 # A per-element map's first batch is finished on the consumer when the rest would take less than this at the
 # rate of the elements mapped so far (see _run_first); else the rest is split over the workers.
@@ -150,7 +150,8 @@ class MapBatchIterator(Iterator):
             batch, results, seconds = self._run(elements, stacked, position)
             return batch, results
         if self._pool is None:
-            self._pool = futures.ThreadPoolExecutor(self.workers, thread_name_prefix="jaxfeed-mapbatch")
+            self._pool = TunedPool(self.workers, self._tuner.value if self._tuner else self.workers,
+                                   "jaxfeed-mapbatch")
             if not self._inflight and not self._done:  # the first batch: see _run_first
                 elements, stacked, position = self._pull(self._size)
                 if not len(elements):
@@ -184,6 +185,7 @@ class MapBatchIterator(Iterator):
                 self._tuner.waited(time.perf_counter() - t0)
         if self._tuner is not None:
             self._tuner.tick(self._size)
+            self._pool.limit = self._tuner.value
         self.work_seconds += seconds
         return batch, results
 
@@ -261,7 +263,7 @@ class MapBatchIterator(Iterator):
             self._tuner.close()
         self._discard()
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.shutdown()
             self._pool = None
         super().close()
 

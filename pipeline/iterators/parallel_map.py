@@ -24,6 +24,7 @@ from ..options import effective_deterministic
 from . import autotune
 from .blocks import Delivery, DeliveringIterator, Failure, apply_block, drop_args
 from .map import node_seeds, rng_factory
+from .pool import TunedPool
 
 TARGET_TASK_SECONDS = 0.0005
 MAX_BLOCK = 256
@@ -78,7 +79,7 @@ class ParallelMapIterator(DeliveringIterator):
     # ------------------------------------------------------------------ producing
     def _fill(self):
         if self._pool is None:
-            self._pool = futures.ThreadPoolExecutor(self.workers, thread_name_prefix="jaxfeed-map")
+            self._pool = TunedPool(self.workers, self.parallelism, "jaxfeed-map")
         limit = 2 * (self._tuner.value if self._tuner is not None else self.workers)
         while not self._input_done and len(self._inflight) < limit:
             try:
@@ -131,6 +132,7 @@ class ParallelMapIterator(DeliveringIterator):
         results, failed, per_element = done.result()
         if self._tuner is not None:
             self._tuner.tick(len(results))
+            self._pool.limit = self._tuner.value
         self.work_seconds += per_element * len(results)
         if per_element > 0:
             self._block = max(1, min(MAX_BLOCK, int(TARGET_TASK_SECONDS / per_element)))
@@ -178,6 +180,6 @@ class ParallelMapIterator(DeliveringIterator):
             self._tuner.close()
         self._discard_inflight()
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.shutdown()
             self._pool = None
         super().close()

@@ -51,7 +51,7 @@ def run_windows(tuner, clock, windows, rate_at=None, wait=True):
 def test_tuner_raises_the_knob_while_the_consumer_waits():
     clock = FakeClock()
     tuner = autotune.Tuner(1, 4, clock=clock)
-    run_windows(tuner, clock, 20)  # no delivery counts: nothing to judge a step by, every step is kept
+    run_windows(tuner, clock, 30)  # no delivery counts: nothing to judge a step by, every step is kept
     assert tuner.value == 4 and tuner.raises == 3 and tuner.reverts == 0
 
 
@@ -66,13 +66,32 @@ def test_tuner_takes_back_a_step_that_does_not_pay_and_retries_later():
     clock = FakeClock()
     tuner = autotune.Tuner(1, 4, clock=clock)
     gil_bound = lambda v: 10_000 if v == 1 else 8_000  # a second thread only adds contention
-    run_windows(tuner, clock, 10, rate_at=gil_bound)
+    probe = autotune.WARMUP_WINDOWS + autotune.BASE_WINDOWS + 1 + autotune.JUDGE_WINDOWS  # windows to a verdict
+    run_windows(tuner, clock, probe, rate_at=gil_bound)
     assert tuner.value == 1 and tuner.reverts == 1 and tuner.raises == 0
     # no new probe before RETRY_AFTER, however long the consumer waits
-    run_windows(tuner, clock, int(autotune.RETRY_AFTER / autotune.WINDOW) - 10, rate_at=gil_bound)
+    run_windows(tuner, clock, int(autotune.RETRY_AFTER / autotune.WINDOW) - 2, rate_at=gil_bound)
     assert tuner.value == 1 and tuner.reverts == 1
-    run_windows(tuner, clock, 20, rate_at=gil_bound)
+    run_windows(tuner, clock, 10, rate_at=gil_bound)
     assert tuner.value == 1 and tuner.reverts == 2  # tried again, taken back again (and waits twice as long)
+
+
+def test_tuner_takes_back_a_lucky_step_by_probing_down():
+    clock = FakeClock()
+    tuner = autotune.Tuner(1, 2, clock=clock)
+    # the windows judging the step up happen to run 30% faster (noise); after that 2 threads do no better
+    rates = lambda v: 10_000 * (1.3 if v == 2 and tuner._probe is not None else 1.0)
+    run_windows(tuner, clock, 12, rate_at=rates)
+    assert tuner.value == 2 and tuner.raises == 1
+    run_windows(tuner, clock, int(autotune.DOWN_AFTER / autotune.WINDOW) + 8, rate_at=rates)
+    assert tuner.value == 1 and tuner.lowers == 1
+
+
+def test_tuner_keeps_a_step_that_pays_when_probing_down():
+    clock = FakeClock()
+    tuner = autotune.Tuner(1, 2, clock=clock)
+    run_windows(tuner, clock, 12 + int(autotune.DOWN_AFTER / autotune.WINDOW) + 8, rate_at=lambda v: 10_000 * v)
+    assert tuner.value == 2 and tuner.raises == 1 and tuner.lowers == 0
 
 
 def test_one_probe_at_a_time_per_iterator_tree():
@@ -80,17 +99,27 @@ def test_one_probe_at_a_time_per_iterator_tree():
     token = autotune.ProbeToken()
     a = autotune.Tuner(1, 4, clock=clock, token=token)
     b = autotune.Tuner(1, 4, clock=clock, token=token)
-    clock.now = autotune.WINDOW
-    a.waited(autotune.WINDOW)
-    b.waited(autotune.WINDOW)
-    a.tick(100)
-    b.tick(100)
+    windows = autotune.WARMUP_WINDOWS + autotune.BASE_WINDOWS  # start-up, then the windows giving a base
+    for w in range(1, windows + 1):
+        clock.now = w * autotune.WINDOW
+        for t in (a, b):
+            t.waited(autotune.WINDOW)
+            t.tick(100)
     assert (a.value, b.value) == (2, 1)  # a probes; b must wait for the token
     a.close()
-    clock.now = 2 * autotune.WINDOW
+    clock.now = (windows + 1) * autotune.WINDOW
     b.waited(autotune.WINDOW)
     b.tick(100)
     assert b.value == 2
+
+
+def test_tuner_does_not_probe_before_it_has_a_base_rate():
+    clock = FakeClock()
+    tuner = autotune.Tuner(1, 4, clock=clock)
+    run_windows(tuner, clock, autotune.WARMUP_WINDOWS + autotune.BASE_WINDOWS - 1, rate_at=lambda v: 1000)
+    assert tuner.value == 1  # start-up windows are slow for reasons no knob changes: not a base
+    run_windows(tuner, clock, 1, rate_at=lambda v: 1000)
+    assert tuner.value == 2
 
 
 def test_tuner_keeps_the_knob_when_the_consumer_does_not_wait():
@@ -103,7 +132,7 @@ def test_tuner_keeps_the_knob_when_the_consumer_does_not_wait():
 def test_tuner_buffers_double_within_their_maximum():
     clock = FakeClock()
     tuner = autotune.Tuner(2, 20, grow=lambda v: 2 * v, clock=clock)
-    run_windows(tuner, clock, 20)
+    run_windows(tuner, clock, 40)
     assert tuner.value == 20
 
 
