@@ -14,8 +14,9 @@
  * An incomplete record's header is not checked here (the Python side does that when it reads more),
  * which keeps the order of records and errors exactly that of the pure Python path.
  *
- * One pass, with the GIL held (records are small; the work is making their bytes objects): each payload
- * is copied into its bytes object while its CRC is computed, so it is read once. CRC32C uses SSE4.2 when
+ * Two passes: with the GIL held, the headers are walked and the bytes objects made (uninitialised); then,
+ * with the GIL released, each payload is copied into its bytes object while its CRC is computed (read
+ * once), so readers of other files and the consumer run meanwhile. CRC32C uses SSE4.2 when
  * the CPU has it (checked at run time; three interleaved streams), else a table. */
 
 #define PY_SSIZE_T_CLEAN
@@ -259,6 +260,8 @@ static PyObject *split_records(PyObject *self, PyObject *args) {
     PyObject *offsets = NULL, *error = NULL, *result = NULL;
     PyObject *payloads = PyList_New(0);
     if (payloads == NULL) goto done;
+    /* Pass 1, GIL held: walk the headers (length CRCs are 8 bytes each) and make the bytes objects,
+     * uninitialised. */
     while (size - pos >= HEADER) {
         const unsigned char *h = buf + pos;
         uint64_t length = load_u64le(h);
@@ -268,20 +271,8 @@ static PyObject *split_records(PyObject *self, PyObject *args) {
             status = BAD_LENGTH;
             break;
         }
-        PyObject *b;
-        if (verify) { /* one pass over the payload: its CRC while it is copied into the bytes object */
-            b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)length);
-            if (b == NULL) goto done;
-            uint32_t c = crc32c_copy((unsigned char *)PyBytes_AS_STRING(b), h + HEADER, (size_t)length);
-            if (masked(c) != load_u32le(h + HEADER + length)) {
-                Py_DECREF(b);
-                status = BAD_PAYLOAD;
-                break;
-            }
-        } else {
-            b = PyBytes_FromStringAndSize((const char *)h + HEADER, (Py_ssize_t)length);
-            if (b == NULL) goto done;
-        }
+        PyObject *b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)length);
+        if (b == NULL) goto done;
         if (count == cap) {
             size_t grow = cap ? cap * 2 : 1024;
             int64_t *more = (int64_t *)realloc(starts, grow * sizeof(int64_t));
@@ -298,6 +289,36 @@ static PyObject *split_records(PyObject *self, PyObject *args) {
         if (appended < 0) goto done;
         starts[count++] = (int64_t)pos;
         pos += (size_t)length + FRAMING;
+    }
+    /* Pass 2, GIL released: copy each payload into its bytes object, computing its CRC on the way (one
+     * read of the payload). The objects are reachable only from our list, so no other thread can see them
+     * half written; the buffer stays exported (unresizable) meanwhile. Other threads -- another file's
+     * reader, the consumer -- run while this copies. */
+    size_t bad = count;
+    {
+        PyObject **items = ((PyListObject *)payloads)->ob_item;
+        Py_BEGIN_ALLOW_THREADS
+        for (size_t i = 0; i < count; i++) {
+            const unsigned char *h = buf + starts[i];
+            size_t length = (size_t)PyBytes_GET_SIZE(items[i]);
+            unsigned char *dst = (unsigned char *)PyBytes_AS_STRING(items[i]);
+            if (verify) {
+                uint32_t c = crc32c_copy(dst, h + HEADER, length);
+                if (masked(c) != load_u32le(h + HEADER + length)) {
+                    bad = i;
+                    break;
+                }
+            } else {
+                memcpy(dst, h + HEADER, length);
+            }
+        }
+        Py_END_ALLOW_THREADS
+    }
+    if (bad < count) { /* the first damaged payload ends the block, before any later header error */
+        if (PyList_SetSlice(payloads, (Py_ssize_t)bad, (Py_ssize_t)count, NULL) < 0) goto done;
+        pos = (size_t)starts[bad];
+        count = bad;
+        status = BAD_PAYLOAD;
     }
     offsets = PyBytes_FromStringAndSize(count ? (const char *)starts : NULL,
                                         (Py_ssize_t)(count * sizeof(int64_t)));
