@@ -12,6 +12,8 @@ import json
 import os
 import sys
 
+import numpy as np
+
 MARKER = "JAXFEED_P7_RESULT "
 DEVICES = 8
 XLA_FLAG = f"--xla_force_host_platform_device_count={DEVICES}"
@@ -23,6 +25,10 @@ def _rows(value) -> int:
         return _rows(next(iter(value.values())))
     if isinstance(value, (tuple, list)):
         return _rows(value[0])
+    arrays = getattr(value, "arrays", None)  # jaxfeed's PerReplica: count on its global arrays, as a JAX
+    if arrays is not None and not getattr(value, "stacked", True):  # user would (no per-replica views)
+        sizes = getattr(value, "sizes", None)
+        return int(np.sum(sizes)) if sizes is not None else _rows(arrays)
     values = getattr(value, "values", None)
     if isinstance(values, (tuple, list)):  # PerReplica-like
         return sum(_rows(v) for v in values)
