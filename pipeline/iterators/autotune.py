@@ -8,7 +8,8 @@ The algorithm (one ``Tuner`` per AUTOTUNE knob -- a parallel map's or an interle
    ``RAISE_ABOVE`` of it, the stage is the limit and the tuner *probes* one step up (parallelism + 1),
    remembering the delivery rate before the step: the mean of the last ``BASE_WINDOWS`` windows at the
    current value (none is probed before it has them, so start-up windows never serve as a base).
-3. A probe is judged on its own rate: one window to settle, then ``JUDGE_WINDOWS`` windows measured. If the
+3. A probe is judged on its own rate: one window to settle, then ``JUDGE_WINDOWS`` windows measured (a
+   step up whose rate falls ``GAIN`` below the base is taken back at once, settling window included). If the
    rate rose by at least ``GAIN`` the step is kept (and the next window may probe again); otherwise the
    knob goes back down and stays there for ``RETRY_AFTER`` seconds (doubling after each failed probe). This
    is what tells work that scales with threads (I/O, numpy that releases the GIL) from work that holds the
@@ -130,12 +131,15 @@ class Tuner:
     def _judge(self, rate, elapsed, now):
         probe = self._probe
         before, base = probe[0], probe[1]
-        if probe[2] > 0:  # settling: the new threads start, buffers refill
+        if probe[2] > 0:  # settling: the new threads start, buffers refill -- unless already clearly worse
             probe[2] -= 1
-            return
+            if not (self.value > before and base is not None and rate is not None and rate < base * (1 - GAIN)):
+                return
         probe[3] += (rate or 0.0) * elapsed
         probe[4] += elapsed
-        if probe[4] < JUDGE_WINDOWS * WINDOW * 0.999:
+        clearly_worse = (self.value > before and base is not None and probe[3]
+                         and probe[3] / probe[4] < base * (1 - GAIN))  # no need to sit out the whole probe
+        if probe[4] < JUDGE_WINDOWS * WINDOW * 0.999 and not clearly_worse:
             return
         self._probe = None
         self._token.release(self)

@@ -65,7 +65,7 @@ def test_tuner_keeps_a_step_that_raises_the_delivery_rate():
 def test_tuner_takes_back_a_step_that_does_not_pay_and_retries_later():
     clock = FakeClock()
     tuner = autotune.Tuner(1, 4, clock=clock)
-    gil_bound = lambda v: 10_000 if v == 1 else 8_000  # a second thread only adds contention
+    gil_bound = lambda v: 10_000 if v == 1 else 9_000  # a second thread only adds contention
     probe = autotune.WARMUP_WINDOWS + autotune.BASE_WINDOWS + 1 + autotune.JUDGE_WINDOWS  # windows to a verdict
     run_windows(tuner, clock, probe, rate_at=gil_bound)
     assert tuner.value == 1 and tuner.reverts == 1 and tuner.raises == 0
@@ -207,3 +207,12 @@ def test_autotuned_prefetch_stays_within_the_ram_budget():
     it = iter(ds.with_options(budget(ram=4500)))
     consume_slowly(it)
     assert root_iterator(it).capacity <= 4
+
+
+def test_a_step_up_that_makes_things_clearly_worse_is_taken_back_at_once():
+    clock = FakeClock()
+    tuner = autotune.Tuner(1, 4, clock=clock)
+    run_windows(tuner, clock, autotune.WARMUP_WINDOWS + autotune.BASE_WINDOWS, rate_at=lambda v: 10_000 // v)
+    assert tuner.value == 2  # probing
+    run_windows(tuner, clock, 1, rate_at=lambda v: 10_000 // v)  # the settling window, at half the rate
+    assert tuner.value == 1 and tuner.reverts == 1
