@@ -73,7 +73,8 @@ class TunedPool:
             finally:
                 with self._cond:
                     self._running -= 1
-                    self._cond.notify_all()
+                    self._cond.notify()  # one slot freed: one waiting thread may take a task (waking them
+                    # all would make the parked ones contend for the GIL at every task)
 
     def shutdown(self) -> None:
         """Stop the threads after their current task; queued tasks are cancelled. Does not wait."""
