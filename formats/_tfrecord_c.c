@@ -258,10 +258,9 @@ static PyObject *split_records(PyObject *self, PyObject *args) {
     size_t count = 0, cap = 0, pos = (size_t)start;
     int status = OK;
     PyObject *offsets = NULL, *error = NULL, *result = NULL;
-    PyObject *payloads = PyList_New(0);
-    if (payloads == NULL) goto done;
-    /* Pass 1, GIL held: walk the headers (length CRCs are 8 bytes each) and make the bytes objects,
-     * uninitialised. */
+    PyObject *payloads = NULL;
+    /* Pass 1, GIL held: walk the headers (length CRCs are 8 bytes each), then make the bytes objects,
+     * uninitialised, in a list of the exact size. */
     while (size - pos >= HEADER) {
         const unsigned char *h = buf + pos;
         uint64_t length = load_u64le(h);
@@ -271,24 +270,25 @@ static PyObject *split_records(PyObject *self, PyObject *args) {
             status = BAD_LENGTH;
             break;
         }
-        PyObject *b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)length);
-        if (b == NULL) goto done;
         if (count == cap) {
             size_t grow = cap ? cap * 2 : 1024;
             int64_t *more = (int64_t *)realloc(starts, grow * sizeof(int64_t));
             if (more == NULL) {
-                Py_DECREF(b);
                 PyErr_NoMemory();
                 goto done;
             }
             starts = more;
             cap = grow;
         }
-        int appended = PyList_Append(payloads, b);
-        Py_DECREF(b);
-        if (appended < 0) goto done;
         starts[count++] = (int64_t)pos;
         pos += (size_t)length + FRAMING;
+    }
+    payloads = PyList_New((Py_ssize_t)count);
+    if (payloads == NULL) goto done;
+    for (size_t i = 0; i < count; i++) {
+        PyObject *b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)load_u64le(buf + starts[i]));
+        if (b == NULL) goto done; /* the list's remaining slots are NULL: freeing it is safe */
+        PyList_SET_ITEM(payloads, (Py_ssize_t)i, b);
     }
     /* Pass 2, GIL released: copy each payload into its bytes object, computing its CRC on the way (one
      * read of the payload). The objects are reachable only from our list, so no other thread can see them
