@@ -154,6 +154,45 @@ def _p3_bytes(s):
     return s["p3_bytes"] + 8
 
 
+def _p3_in_flight(s):
+    """What P3 may hold, from the engine's constants (imported, so they stay in sync), each at its bound:
+
+    - the parallel interleave's slots: ``cycle`` current ones and up to ``cycle`` future ones opened ahead
+      (``pipeline/iterators/parallel_interleave.py``). Each keeps under two reads of ``read`` records
+      buffered (a read is queued when fewer than ``read`` remain; ``read`` is ``interleave.READ_AHEAD``, or
+      ``READ_BYTES`` worth of large records), and its TFRecord reader (``formats/tfrecord.py``) holds its
+      read buffer -- the C walker's reused one, ``REUSED_BLOCK_SIZE`` + ``TAIL_COPY``, else a
+      ``BLOCK_SIZE`` block -- plus the records split out of that block, which the reader's list keeps
+      until its next block;
+    - the fused map+batch (``map_batch.py``): up to 2 x parallelism batches in flight, parallelism up to
+      one per CPU under AUTOTUNE, each its 256 input records and its output arrays;
+    - prefetch(AUTOTUNE) (``prefetch.py``): up to ``MAX_AUTOTUNE`` batches, plus the batch the consumer
+      holds.
+    Records are bytes objects (payload + ``sys.getsizeof(b"")``); a batch row is ``_p3_bytes``."""
+    import os
+    import sys
+
+    from jaxfeed.formats import tfrecord
+    from jaxfeed.pipeline.iterators import interleave, prefetch
+
+    payload = s["p3_bytes"]
+    record = payload + sys.getsizeof(b"")
+    if tfrecord._split_records is not None:  # the C walker: one reused buffer per open file
+        buffer = tfrecord.REUSED_BLOCK_SIZE + tfrecord.TAIL_COPY
+    else:
+        buffer = tfrecord.BLOCK_SIZE
+    split = buffer // (payload + tfrecord.FRAMING) * record
+    read = max(1, min(interleave.READ_AHEAD, interleave.READ_BYTES // payload))
+    slots = 2 * w.P3_CYCLE * (buffer + split + 2 * read * record)
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cpus = os.cpu_count() or 1
+    batch = w.P3_BATCH * _p3_bytes(s)
+    mapping = 2 * cpus * (w.P3_BATCH * record + batch)
+    return slots + mapping + (prefetch.MAX_AUTOTUNE + 1) * batch
+
+
 P6_ROW_GROUP = 8192  # rows per Parquet row group, as bench/data.py's write_parquet writes them
 P6_ARROW_ROW = 8 + 4 + 4 + 8 + (4 + 8)  # one row decoded in Arrow: id, label, score, weight, text (offset + ~8 chars)
 P6_NUMPY_ROW = 8 + 4 + 4 + 8 + (8 + 48)  # one row of an output batch: text as a pointer to a ~48-byte bytes object
@@ -180,8 +219,7 @@ PIPELINES = {
                    lambda s: (w.P2_BUFFER + 4 * w.P2_BATCH) * s["p2_cols"] * 4),
     "P3": Pipeline("P3", "TFRecord: interleave(4) -> map(parse) -> batch(256) -> prefetch", "record", p3,
                    baselines.p3, _p3_bytes,
-                   # 4 open files' read buffers (1 MiB each) + in-flight records and batches
-                   lambda s: w.P3_CYCLE * (1 << 20) + 8 * w.P3_BATCH * _p3_bytes(s), tunable=True,
+                   _p3_in_flight, tunable=True,
                    vectorized=p3_vectorized),
     "P4": Pipeline("P4", "numpy map: flip + normalise (seeded), parallel -> batch(128)", "img", p4,
                    baselines.p4, lambda s: s["p4_side"] ** 2 * 3 * 4,
