@@ -4,7 +4,7 @@
 
     {"meta": {...},
      "pipelines": {"P1": {"title", "unit", "in_flight_bytes", "element_bytes", "memory"?, "skipped"?,
-                          "runs": {label: {"kind": jaxfeed|baseline|sweep|peer|raw, "status", "median",
+                          "runs": {label: {"kind": jaxfeed|baseline|sweep|read_stage|peer|raw, "status", "median",
                                            "min", "max", "first_batch_s", "rss_delta"?, ...}}}},
      "formats": {"tfrecord": {...}, "parquet": {...}, "status", ...}   (bench/formats.run, optional)
      "targets": [{"pipeline", "target", "value", "threshold", "op", "status", "detail", "forms"?}]}
@@ -303,7 +303,7 @@ def write_png(results, path):
         labels = [k[:48] for k, _ in runs]
         med = [r["median"] for _, r in runs]
         err = [[m - r["min"] for m, (_, r) in zip(med, runs)], [r["max"] - m for m, (_, r) in zip(med, runs)]]
-        colors = ["#d62728" if r.get("kind") == "jaxfeed" else "#ff9896" if r.get("kind") == "sweep"
+        colors = ["#d62728" if r.get("kind") == "jaxfeed" else "#ff9896" if r.get("kind") in ("sweep", "read_stage")
                   else "#7f7f7f" if r.get("kind") == "baseline" else "#1f77b4" for _, r in runs]
         ax.barh(range(len(runs)), med, xerr=err, color=colors, capsize=2)
         ax.set_yticks(range(len(runs)), labels, fontsize=7)
@@ -315,7 +315,7 @@ def write_png(results, path):
             ax.text(m, i, f" {_si(m)}", va="center", fontsize=7)
     meta = results.get("meta", {})
     fig.suptitle(f"jaxfeed bench ({meta.get('scale', '')}, {meta.get('cpus', '?')} CPUs, {meta.get('date', '')}): "
-                 "red = jaxfeed, pink = jaxfeed hand-picked num_parallel_calls, grey = hand loop, blue = peers",
+                 "red = jaxfeed, pink = jaxfeed hand-picked num_parallel_calls or read stage, grey = hand loop, blue = peers",
                  fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
