@@ -5,13 +5,14 @@ hand-off costs tens of microseconds here), with at most ``2 x parallelism`` bloc
 ``deterministic=False`` blocks are delivered as they complete; otherwise in input order (the consumer
 stalls only on the oldest block, and at most ``2 x parallelism`` blocks are ever buffered).
 
-``num_parallel_calls=AUTOTUNE``: the pool has one thread per CPU in the budget and the parallelism (blocks
-in flight / 2) starts at 1 and is tuned by ``autotune.Tuner`` (it rises while the consumer waits and a step
-up is kept only if it raises the delivery rate).
+``num_parallel_calls=AUTOTUNE``: the pool (``pool.TunedPool``) has one thread per CPU in the budget but runs
+at most the tuned parallelism at once; that value (also blocks in flight / 2) starts at 1 and is tuned by
+``autotune.Tuner`` (a step up is kept only if it raises the delivery rate).
 
 When the consumer needs a block that no worker has started yet, it takes the block back from the pool and
-runs it itself instead of waiting: the first results come without a thread hand-off (time to first batch),
-and where the function holds the GIL the consumer's own thread does the work rather than idling.
+runs it itself instead of waiting: where the function holds the GIL the consumer's own thread does the
+work rather than idling. (The first call is not run inline, unlike the fused map+batch's first batch: a
+slow function's first elements would then run one after another.)
 """
 
 from __future__ import annotations
