@@ -82,7 +82,8 @@ class ParallelInterleaveIterator(SlotCycle):
         self._spawn()
 
     def _spawn(self):
-        """Start reader threads up to ``parallelism`` (consumer thread; threads are never stopped: a lowered value parks them)."""
+        """Start reader threads up to ``parallelism`` (consumer thread). Threads are never stopped before
+        ``close``: a lowered value parks them between tasks."""
         while len(self._threads) < self.parallelism and not self._closed:
             t = threading.Thread(target=self._work, name=f"jaxfeed-interleave-{len(self._threads)}", daemon=True)
             t.start()
