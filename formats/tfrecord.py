@@ -310,20 +310,30 @@ class RecordReader:
         else:
             self._pos = end
 
+    def _next_read(self, buf, pos: int, have: int):
+        """(bytes to read next, length of the partial record at ``pos`` or None, header error or None).
+
+        Reads ramp up from ``FIRST_READ`` to the block size. A big record is read whole in one go -- unless
+        its length is unchecked (verify_crc=False), when a damaged length must not make us allocate its
+        (arbitrary) size: read on in steps and let the end of the file report the truncated record."""
+        want = self._read_size
+        self._read_size = min(self._block_size, self._read_size * READ_GROWTH)
+        if have < HEADER:
+            return want, None, None
+        length, stored = _HEADER.unpack_from(buf, pos)
+        if self._verify and crc.masked_crc32c(bytes(buf[pos:pos + 8])) != stored:
+            return want, length, corrupted(self._filename, self._base + pos, True)
+        rest = length + FRAMING - have
+        return max(want, rest if self._verify else min(rest, UNCHECKED_READ_STEP)), length, None
+
     def _fill_reused(self):
         """``_fill`` for the reused buffer: move the partial record at ``_pos`` to the front, then read
         into the space after it (growing the buffer only for a record larger than it)."""
         mem, pos, end = self._mem, self._pos, self._end
         have = end - pos
-        want = self._read_size
-        self._read_size = min(self._block_size, self._read_size * READ_GROWTH)
-        length = None
-        if have >= HEADER:
-            length, stored = _HEADER.unpack_from(mem, pos)
-            if self._verify and crc.masked_crc32c(bytes(mem[pos:pos + 8])) != stored:
-                return corrupted(self._filename, self._base + pos, True)
-            rest = length + FRAMING - have  # see _fill: a big record is read whole, unless unchecked
-            want = max(want, rest if self._verify else min(rest, UNCHECKED_READ_STEP))
+        want, length, error = self._next_read(mem, pos, have)
+        if error is not None:
+            return error
         self._buf = b""  # release the view: the buffer may be rewritten below
         if len(mem) < have + want:  # room for the usual partial record too, so the next fill fits
             grown = bytearray(have + want + TAIL_COPY)
@@ -359,18 +369,9 @@ class RecordReader:
             return None
         buf, pos = self._buf, self._pos
         have = len(buf) - pos
-        want = self._read_size
-        self._read_size = min(self._block_size, self._read_size * READ_GROWTH)
-        length = None
-        if have >= HEADER:
-            length, stored = _HEADER.unpack_from(buf, pos)
-            if self._verify and crc.masked_crc32c(buf[pos:pos + 8]) != stored:
-                return corrupted(self._filename, self._base + pos, True)
-            # a big record: read it whole in one go -- unless its length is unchecked (verify_crc=False),
-            # when a damaged length must not make us allocate its (arbitrary) size: read on in steps and
-            # let the end of the file report the truncated record
-            rest = length + FRAMING - have
-            want = max(want, rest if self._verify else min(rest, UNCHECKED_READ_STEP))
+        want, length, error = self._next_read(buf, pos, have)
+        if error is not None:
+            return error
         chunk = self._stream.read(want)
         if not chunk:
             self._done = True

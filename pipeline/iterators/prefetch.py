@@ -101,6 +101,13 @@ class PrefetchIterator(Iterator):
         # and with other stages' threads busy that wait (for the GIL) took milliseconds here.
         self._first_served = True
 
+    def _refill_local(self, n):
+        """Fill ``_local``: the first call from the input here (``_first_here``), later ones from the buffer."""
+        if self._thread is None and not self._first_served and not self._buf:
+            self._first_here(n)
+        else:
+            self._grab()
+
     def _wait_for_items(self):
         if self._thread is None:
             self._start()
@@ -133,10 +140,7 @@ class PrefetchIterator(Iterator):
     def _next(self):
         local = self._local
         if not local:
-            if self._thread is None and not self._first_served and not self._buf:
-                self._first_here(1)
-            else:
-                self._grab()
+            self._refill_local(1)
         item = local[0]
         if item is _END:
             raise StopIteration
@@ -148,10 +152,7 @@ class PrefetchIterator(Iterator):
     def _next_many(self, n):
         local = self._local
         if not local:
-            if self._thread is None and not self._first_served and not self._buf:
-                self._first_here(n)
-            else:
-                self._grab()
+            self._refill_local(n)
         out = []
         while local and len(out) < n:
             item = local[0]
