@@ -78,7 +78,13 @@ def test_autotuned_interleave_yields_exactly_the_sequential_order(cycle, block):
     assert values(tuned.with_options(options(enabled=False))) == sequential
 
 
-def test_autotuned_interleave_keeps_the_order_while_parallelism_rises(fake_clock):
+def test_autotuned_interleave_keeps_the_order_while_parallelism_rises(monkeypatch):
+    # the tuner's judgement is tested on its own (test_engine_threads.py); here it is made to step up at
+    # every tick, so the order is checked while parallelism really changes
+    def step_up(self, delivered=0):
+        self.value = min(self.maximum, self.value + 1)
+
+    monkeypatch.setattr(autotune.Tuner, "tick", step_up)
     base = Dataset.range(12)
     sequential = values(base.interleave(slow_inner, cycle_length=4, block_length=2))
     it = iter(base.interleave(slow_inner, cycle_length=4, block_length=2, num_parallel_calls=AUTOTUNE)
