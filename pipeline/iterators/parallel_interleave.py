@@ -20,8 +20,7 @@ in the slot order of the sequential version (``interleave.py``, which holds the 
   (``min(cpu_budget, cycle)`` when ``Options.autotune.cpu_budget`` is set); ``Options.autotune.enabled =
   False`` pins it there. Threads beyond a lowered value park between tasks.
 - A slot the consumer waits for whose read is queued but not started is read by the consumer itself
-  (the first records come without a thread hand-off, and GIL-bound reads don't leave the consumer idle);
-  while its slot's read runs on a reader thread, the consumer does the next queued read of another slot.
+  (the first records come without a thread hand-off, and GIL-bound reads don't leave the consumer idle).
   Parallelism only decides when and where reads happen, never which element comes next: the order is the
   slot model's, whatever the tuner does.
 - ``get_state`` pauses the workers (queued tasks are dropped, running ones finish), records the input and
@@ -177,9 +176,6 @@ class ParallelInterleaveIterator(SlotCycle):
             self._schedule(slot)
             if slot.busy and slot in self._tasks:  # queued, not started: the consumer reads it itself
                 self._read_here(slot)
-                continue
-            if self._tasks:  # its read runs on a reader: meanwhile the consumer does another queued read
-                self._read_here(self._tasks[0])
                 continue
             if self._tuner is None:
                 self._data_ready.wait()

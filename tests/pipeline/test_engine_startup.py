@@ -179,30 +179,3 @@ def test_fused_map_and_batch_builds_a_cheap_functions_first_batch_on_the_consume
     assert next(it).tolist() == list(range(10))
     assert {t for _, t in seen} == {threading.current_thread()}
     assert np.concatenate(list(it)).tolist() == list(range(10, 100))
-
-
-def test_parallel_interleave_consumer_does_another_slots_read_while_its_own_runs():
-    # One reader, busy with slot 0's read, which finishes only after slot 1 has been read: a consumer that
-    # just waits for slot 0 would sit out the 10 s; one that takes slot 1's queued read meanwhile does not.
-    slot0_started, slot1_read = threading.Event(), threading.Event()
-    outcome = []
-
-    def read(x):
-        if x == 0:
-            slot0_started.set()
-            outcome.append(slot1_read.wait(10))
-        else:
-            slot1_read.set()
-        return x
-
-    def inner(x):
-        return Dataset.from_tensors(x).map(read)
-
-    it = iter(Dataset.range(2).interleave(inner, cycle_length=2, num_parallel_calls=1))
-    root = it._it
-    root = getattr(root, "inner", root)
-    root._start()
-    root._top_up()
-    assert slot0_started.wait(10)  # the reader thread is inside slot 0's read
-    assert [int(v) for v in it] == [0, 1]
-    assert outcome == [True]
