@@ -13,6 +13,7 @@ becomes float32, ``bool`` bool, ``str``/``bytes`` bytes; numpy values keep their
 from __future__ import annotations
 
 import numbers
+import operator
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
@@ -355,10 +356,10 @@ def stack(elements: Sequence, spec=None, what: str = "batch"):
 
 def _stack_leaf(values, leaf_index, what):
     v0 = values[0]
-    if type(v0) is bytes and set(map(type, values)) == {bytes}:  # scalar strings (records, lines): no per-item loop
-        out = np.empty(len(values), dtype=object)
-        out[:] = values
-        return out
+    if type(v0) is bytes and operator.countOf(map(type, values), bytes) == len(values):
+        # scalar strings (records, lines): fromiter skips the shape discovery that ``out[:] = values`` runs
+        # over the list (~25% of a batch of 1 KiB records)
+        return np.fromiter(values, dtype=object, count=len(values))
     if isinstance(v0, bytes) or (isinstance(v0, np.ndarray) and v0.dtype == object):
         out = np.empty((len(values),) + np.shape(v0), dtype=object)
         shape0 = np.shape(v0)

@@ -73,6 +73,15 @@ def test_strings_come_back_as_bytes():
     assert batch.dtype == object and batch.tolist() == [b"a", b"bc"]
 
 
+
+def test_batched_records_stay_whole_bytes_objects():
+    # records batch into an object array of the very bytes (NULs, empties kept: no fixed-width 'S' dtype)
+    records = [b"\x00a\x00", b"", b"x" * 3000, b"\x00"]
+    batch = next(iter(Dataset.from_generator(lambda: iter(records), output_signature=TensorSpec((), object))
+                      .batch(4)))
+    assert batch.dtype == object and batch.shape == (4,) and batch.tolist() == records
+    assert all(type(r) is bytes for r in batch) and batch.flags.writeable
+
 def test_from_tensors_is_one_element():
     ds = Dataset.from_tensors((np.arange(3), "x"))
     (only,) = list(ds)
