@@ -158,9 +158,9 @@ def _p3_in_flight(s):
     """What P3 may hold, from the engine's constants (imported, so they stay in sync), each at its bound:
 
     - the parallel interleave's slots: ``cycle`` current ones and up to ``cycle`` future ones opened ahead
-      (``pipeline/iterators/parallel_interleave.py``). Each keeps under two reads of ``read`` records
-      buffered (a read is queued when fewer than ``read`` remain; ``read`` is ``interleave.READ_AHEAD``, or
-      ``READ_BYTES`` worth of large records), and its TFRecord reader (``formats/tfrecord.py``) holds its
+      (``pipeline/iterators/parallel_interleave.py``). Each keeps under ``READ_DEPTH`` + 1 reads of ``read``
+      records buffered (a read is queued when fewer than ``READ_DEPTH`` reads remain; ``read`` is
+      ``interleave.READ_AHEAD``, or ``READ_BYTES`` worth of large records), and its TFRecord reader (``formats/tfrecord.py``) holds its
       read buffer -- the C walker's reused one, ``REUSED_BLOCK_SIZE`` + ``TAIL_COPY``, else a
       ``BLOCK_SIZE`` block -- plus the records split out of that block, which the reader's list keeps
       until its next block;
@@ -173,7 +173,7 @@ def _p3_in_flight(s):
     import sys
 
     from jaxfeed.formats import tfrecord
-    from jaxfeed.pipeline.iterators import interleave, prefetch
+    from jaxfeed.pipeline.iterators import interleave, parallel_interleave, prefetch
 
     payload = s["p3_bytes"]
     record = payload + sys.getsizeof(b"")
@@ -183,7 +183,7 @@ def _p3_in_flight(s):
         buffer = tfrecord.BLOCK_SIZE
     split = buffer // (payload + tfrecord.FRAMING) * record
     read = max(1, min(interleave.READ_AHEAD, interleave.READ_BYTES // payload))
-    slots = 2 * w.P3_CYCLE * (buffer + split + 2 * read * record)
+    slots = 2 * w.P3_CYCLE * (buffer + split + (parallel_interleave.READ_DEPTH + 1) * read * record)
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:

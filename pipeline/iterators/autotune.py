@@ -44,7 +44,7 @@ BASE_WINDOWS = 2  # steady windows at a value before a probe from it (their mean
 RETRY_AFTER = 0.5  # seconds before a failed step up is tried again (doubles after each failure)
 WARMUP_WINDOWS = 3  # the first windows of a stage are start-up, never a base rate
 DOWN_AFTER = 0.3  # seconds after a kept step before a step down is probed (doubles when it fails)
-HOLD = 0.05  # a step down is kept if the rate stays within this of the base
+HOLD = 0.1  # a step down is kept if the rate stays within this of the base (window rates vary by ~10%)
 
 
 class ProbeToken:

@@ -16,7 +16,8 @@ its buffer is empty; the parallel one (``parallel_interleave.py``) has worker th
 
 State: the input's state, ``c``, ``b`` and, per slot, the input element and its position (the inner
 dataset is rebuilt from them on restore), the inner iterator's state and the buffered elements (at most
-about two reads per slot: ``READ_AHEAD`` elements, fewer when they are large: about ``READ_BYTES``).
+about two reads per slot, three in the parallel iterator; a read is ``READ_AHEAD`` elements, fewer when they
+are large: about ``READ_BYTES``).
 """
 
 from __future__ import annotations
@@ -138,6 +139,11 @@ class SlotCycle(Iterator):
         self._b = 0
         self._c = (self._c + 1) % self._cycle
 
+    def _short(self, slot: Slot, need: int) -> None:
+        """Before a weave: ``slot`` holds fewer than ``need`` elements. The sequential iterator reads it now
+        -- the read the element-by-element path would make when it reached the slot -- so the weave covers
+        the whole request; the parallel one leaves it to its readers."""
+
     def _weave(self, out: list, want: int) -> None:
         """Whole rounds over all slots at once, when every slot has buffered enough (lock held)."""
         B, C = self._block_length, self._cycle
@@ -149,6 +155,8 @@ class SlotCycle(Iterator):
             if slot is None:
                 return
             buf = slot.buffer
+            if len(buf) < rounds * B and not slot.ended and not slot.failures:
+                self._short(slot, rounds * B)
             rounds = min(rounds, len(buf) // B)
             if not rounds or slot.failures:  # failures go through the element-by-element path
                 return
@@ -167,6 +175,11 @@ class SlotCycle(Iterator):
         out: list = []
         try:
             while len(out) < n:
+                if not self._b and n - len(out) >= self._block_length * self._cycle:
+                    with self._lock:
+                        self._weave(out, n - len(out))
+                    if len(out) >= n:
+                        break
                 slot = self._slots[self._c]
                 if slot is None:
                     slot = self._refill_slot()
@@ -256,7 +269,14 @@ class InterleaveIterator(SlotCycle):
         return Slot(element, self._position - 1)
 
     def _await(self, slot, have_output):
+        self._read_into(slot)
+        return True
+
+    def _short(self, slot, need):
+        while len(slot.buffer) < need and not slot.ended and not slot.failures:
+            self._read_into(slot)
+
+    def _read_into(self, slot):
         items, ended = slot.read(self.node, self.ctx, self._read)
         self._adapt(items)
         slot.add(items, ended)
-        return True

@@ -3,9 +3,11 @@ in the slot order of the sequential version (``interleave.py``, which holds the 
 
 - Every slot -- the ``cycle`` current ones and up to ``cycle`` *future* ones (the next input elements,
   opened ahead so that a lazy refill waits neither for ``map_func`` nor for the first read) -- keeps
-  ``read`` elements buffered (``read`` is ``READ_AHEAD`` = 256, or fewer for large elements so that a
-  read is about ``READ_BYTES`` = 256 KiB, never below ``block_length``): when its buffer runs below that, one
-  read task (``inner.next_many(read)``) is queued for it. A slot never has two tasks at once (inner
+  ``READ_DEPTH`` (2) reads buffered (a read is ``READ_AHEAD`` = 256 elements, or fewer for large elements
+  so that it is about ``READ_BYTES`` = 256 KiB, never below ``block_length``): when its buffer runs below
+  that, one read task (``inner.next_many(read)``) is queued for it. Two reads, not one: with one, a slot
+  asked for its next read when the consumer was a few batches from needing it, and the consumer caught up
+  with the readers and did the reads itself (a 4-file TFRecord read stage: ~20% slower). A slot never has two tasks at once (inner
   iterators are not thread-safe), so elements cross threads a block at a time.
 - Opening (``map_func`` and building the inner iterator) runs in the slot's first task. Errors of
   ``map_func`` and of inner iterators sit in the slot's buffer in place; an input error becomes a future
@@ -14,7 +16,10 @@ in the slot order of the sequential version (``interleave.py``, which holds the 
 - ``deterministic=False``: when the current slot has nothing buffered, the consumer moves to a slot that
   has (or to an empty one while futures wait) instead of waiting. Every element still comes out once.
 - ``num_parallel_calls=AUTOTUNE``: how many slots are read at once (reader threads) is tuned by an
-  ``autotune.Tuner``: it starts at 1 and probes one more per ``autotune.WINDOW`` in which the consumer
+  ``autotune.Tuner``: it starts at ``AUTOTUNE_START`` (2; a tuner needs ~0.1 s of windows before its first
+  step, and an epoch of a fast read stage can be over by then: with one reader the consumer did a third of
+  the reads itself, ~15% slower than with two) and steps down to 1 if the rate holds without the second;
+  it probes one more per ``autotune.WINDOW`` in which the consumer
   waited for the current slot (measured in ``_await``, which also ticks the tuner while it waits, so a long
   wait raises it too), keeping a step only if the delivery rate rose, up to ``cycle``
   (``min(cpu_budget, cycle)`` when ``Options.autotune.cpu_budget`` is set); ``Options.autotune.enabled =
@@ -39,6 +44,8 @@ from . import autotune
 from .interleave import Slot, SlotCycle
 
 JOIN_TIMEOUT = 30
+AUTOTUNE_START = 2  # reader threads an AUTOTUNE interleave starts with (see the module doc)
+READ_DEPTH = 2  # reads a slot keeps buffered (see the module doc)
 
 
 class ParallelInterleaveIterator(SlotCycle):
@@ -56,7 +63,8 @@ class ParallelInterleaveIterator(SlotCycle):
             budget = ctx.options.autotune.cpu_budget
             self.workers = max(1, min(budget, self._cycle) if budget else self._cycle)
             if autotune.enabled(ctx.options):
-                self._tuner = autotune.Tuner(1, self.workers, clock=self.clock, token=autotune.probe_token(ctx))
+                self._tuner = autotune.Tuner(AUTOTUNE_START, self.workers, clock=self.clock,
+                                             token=autotune.probe_token(ctx))
         self._futures: collections.deque = collections.deque()
         self._lock = threading.Lock()
         self._task_ready = threading.Condition(self._lock)  # workers wait here
@@ -125,7 +133,7 @@ class ParallelInterleaveIterator(SlotCycle):
     def _schedule(self, slot: Slot):
         """Queue a read for ``slot`` if it wants one (lock held)."""
         if (not slot.busy and not slot.ended and not self._paused and not self._closed
-                and len(slot.buffer) < self._read):
+                and len(slot.buffer) < self._read * READ_DEPTH):
             slot.busy = True
             self._tasks.append(slot)
             self._task_ready.notify()
@@ -202,6 +210,12 @@ class ParallelInterleaveIterator(SlotCycle):
         self._data_ready.notify_all()  # get_state may be waiting for busy slots
         if self._tuner is not None:  # time the consumer spent on this stage's work: as good as waiting
             self._tuner.waited(self.clock() - t0)
+
+    def _short(self, slot, need):
+        """Before a weave (lock held): a short slot whose read is queued but not started is read here now, as
+        ``_await`` would when the consumer reached it; one a reader is running is left to finish."""
+        if slot.busy and slot in self._tasks:
+            self._read_here(slot)
 
     def _switch_to_ready(self) -> bool:
         """deterministic=False: make a slot that can give something now the current one (lock held)."""

@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from jaxfeed.pipeline import AUTOTUNE, Dataset, Options, TensorSpec, errors
 from jaxfeed.pipeline.dataset import UNKNOWN_CARDINALITY
+from jaxfeed.pipeline.iterators import interleave as interleave_module
+from jaxfeed.pipeline.iterators.parallel_interleave import READ_DEPTH
 from jaxfeed.pipeline.nodes.interleave import DEFAULT_CYCLE_LENGTH
 from jaxfeed.pipeline.testing import assert_resumes_everywhere
 
@@ -163,23 +165,53 @@ def slot_model(sizes, cycle, block):
     return out
 
 
-@settings(max_examples=60, deadline=None, database=None)
+@settings(max_examples=80, deadline=None, database=None)
 @given(sizes=st.lists(st.integers(0, 400), min_size=1, max_size=9), cycle=st.integers(1, 4),
        block=st.integers(1, 4), parallel=st.booleans(), reads=st.lists(st.sampled_from([1, 7, 64, 1000]),
-                                                                          min_size=1, max_size=4))
-def test_interleave_in_any_read_sizes_matches_the_slot_model(sizes, cycle, block, parallel, reads):
-    # next_many with large n takes the woven path (whole rounds at once); small n the element path
+                                                                          min_size=1, max_size=4),
+       read_ahead=st.sampled_from([1, 5, interleave_module.READ_AHEAD]))
+def test_interleave_in_any_read_sizes_matches_the_slot_model(sizes, cycle, block, parallel, reads, read_ahead):
+    # next_many with large n takes the woven path (whole rounds at once; the sequential iterator first reads
+    # the slots that hold too little for them), small n the element path; small inner reads make slots run
+    # short in the middle of a weave
     kwargs = dict(num_parallel_calls=cycle) if parallel else {}
     ds = Dataset.from_tensor_slices(np.array(sizes, dtype=np.int64)).enumerate().interleave(
         lambda i, n: Dataset.range(n).map(lambda j: i * 1000 + j), cycle_length=cycle, block_length=block, **kwargs)
-    it, out = iter(ds), []
-    for k in itertools.cycle(reads):
-        got = it.next_many(k)
-        if not got:
-            break
-        out.extend(int(x) for x in got)
-    it.close()
+    saved = interleave_module.READ_AHEAD, interleave_module.FIRST_READ
+    interleave_module.READ_AHEAD = interleave_module.FIRST_READ = read_ahead
+    try:
+        it, out = iter(ds), []
+        for k in itertools.cycle(reads):
+            got = it.next_many(k)
+            if not got:
+                break
+            out.extend(int(x) for x in got)
+        it.close()
+    finally:
+        interleave_module.READ_AHEAD, interleave_module.FIRST_READ = saved
     assert out == slot_model(sizes, cycle, block)
+
+
+def test_parallel_interleave_slots_keep_read_depth_reads_buffered():
+    # each slot asks for its next read while READ_DEPTH reads are still buffered (so the readers stay ahead
+    # of the consumer), and never holds more than one read beyond that (the memory bound the bench counts)
+    ds = Dataset.range(4).interleave(lambda i: Dataset.range(10_000).map(lambda j: i * 100_000 + j),
+                                     cycle_length=2, num_parallel_calls=2)
+    it = iter(ds)
+    first = it.next_many(10)
+    root = it._it
+    read = root._read
+    for _ in range(3):
+        with root._lock:
+            while any(s.busy for s in root._all_slots()):
+                root._data_ready.wait(1)
+            for slot in root._slots + list(root._futures):
+                if slot is not None:
+                    assert READ_DEPTH * read <= len(slot.buffer) < (READ_DEPTH + 1) * read
+        first += it.next_many(3 * read)
+    assert [int(x) for x in first] == values(Dataset.range(4).interleave(
+        lambda i: Dataset.range(10_000).map(lambda j: i * 100_000 + j), cycle_length=2).take(len(first)))
+    it.close()
 
 
 def test_nondeterministic_parallel_interleave_keeps_the_multiset():

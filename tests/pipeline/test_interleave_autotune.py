@@ -8,6 +8,7 @@ import pytest
 
 from jaxfeed.pipeline import AUTOTUNE, Dataset, Options
 from jaxfeed.pipeline.iterators import autotune
+from jaxfeed.pipeline.iterators import parallel_interleave
 from jaxfeed.pipeline.iterators.parallel_interleave import ParallelInterleaveIterator
 from jaxfeed.pipeline.testing import assert_resumes_everywhere
 
@@ -115,7 +116,21 @@ def test_autotuned_nondeterministic_interleave_keeps_the_multiset():
 
 
 # ------------------------------------------------------------------------------------------ tuning
-def test_parallelism_starts_at_one_and_rises_for_reads_that_wait():
+def test_parallelism_starts_at_two_within_the_budget():
+    for cpus, cycle, start in ((8, 4, 2), (1, 4, 1), (8, 1, 1)):
+        it = iter(Dataset.range(4).interleave(repeated, cycle_length=cycle, num_parallel_calls=AUTOTUNE)
+                  .with_options(options(cpus=cpus)))
+        assert root_iterator(it).parallelism == start
+        it.close()
+
+
+@pytest.fixture
+def start_at_one(monkeypatch):
+    # the tuning tests below start from one reader, so that a rise is the tuner's doing
+    monkeypatch.setattr(parallel_interleave, "AUTOTUNE_START", 1)
+
+
+def test_parallelism_starts_at_one_and_rises_for_reads_that_wait(start_at_one):
     # inner reads that sleep (I/O): more readers deliver more, so the probes keep their steps (real clock)
     def io_inner(x):
         def read(v):
@@ -135,7 +150,7 @@ def test_parallelism_starts_at_one_and_rises_for_reads_that_wait():
     it.close()
 
 
-def test_parallelism_stays_at_one_when_the_consumer_never_waits(fake_clock):
+def test_parallelism_stays_at_one_when_the_consumer_never_waits(fake_clock, start_at_one):
     # every slot is read ahead before the consumer starts: no waits, so no raise
     it = iter(Dataset.range(1, 5).interleave(repeated, cycle_length=2, num_parallel_calls=AUTOTUNE)
               .with_options(options(cpus=4)))
@@ -174,7 +189,7 @@ def test_autotune_disabled_pins_interleave_parallelism_at_the_budget():
     it.close()
 
 
-def test_a_long_wait_raises_parallelism_before_anything_is_delivered():
+def test_a_long_wait_raises_parallelism_before_anything_is_delivered(start_at_one):
     # two inner datasets that only finish when both are being read at once: one reader alone would wait
     # forever, so the tuner must act during the wait (real clock)
     barrier = threading.Barrier(2, timeout=20)
