@@ -14,7 +14,8 @@ The algorithm (one ``Tuner`` per AUTOTUNE knob -- a parallel map's or an interle
    knob goes back down and stays there for ``RETRY_AFTER`` seconds (doubling after each failed probe). This
    is what tells work that scales with threads (I/O, numpy that releases the GIL) from work that holds the
    GIL: on a 2-core machine a second thread running Python code makes a stage slower, and the probe sees it.
-   ``DOWN_AFTER`` seconds after a kept step, a step *down* is probed the same way and kept if the rate
+   ``DOWN_AFTER`` seconds after a kept step (and from a starting value above one -- an AUTOTUNE interleave
+   starts at two -- as soon as there is a base), a step *down* is probed the same way and kept if the rate
    stays within ``HOLD``: a step kept on a lucky window is taken back, and the knob settles where fewer
    threads would do worse. The first ``WARMUP_WINDOWS`` windows (start-up) are never a base.
 4. One probe at a time per iterator tree (a ``ProbeToken`` shared through the iterator context), so a rate
