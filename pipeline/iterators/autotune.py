@@ -4,12 +4,14 @@ The algorithm (one ``Tuner`` per AUTOTUNE knob -- a parallel map's or an interle
 
 1. The stage measures, only when it is autotuned, how long its consumer blocks waiting for it
    (``waited(seconds)``) and how many elements it delivers (``tick(delivered)``, once per delivered block).
-2. Every ``WINDOW`` seconds of wall time the tuner judges the window. If the consumer waited more than
-   ``RAISE_ABOVE`` of it, the stage is the limit and the tuner *probes* one step up (parallelism + 1),
-   remembering the delivery rate before the step: the mean of the last ``BASE_WINDOWS`` windows at the
-   current value (none is probed before it has them, so start-up windows never serve as a base).
+2. Every ``WINDOW`` seconds of wall time -- longer until the window holds ``MIN_DELIVERIES`` delivered
+   blocks, up to ``MAX_WINDOW``, so a rate is never judged on one or two slow batches -- the tuner judges
+   the window. If the consumer waited more than ``RAISE_ABOVE`` of it, the stage is the limit and the tuner
+   *probes* one step up (parallelism + 1), remembering the delivery rate before the step: the mean of the
+   last ``BASE_WINDOWS`` windows at the current value (none is probed before it has them, so start-up
+   windows never serve as a base).
 3. A probe is judged on its own rate: one window to settle, then ``JUDGE_WINDOWS`` windows measured (a
-   step up whose rate falls ``GAIN`` below the base is taken back at once, settling window included). If the
+   step up whose measured rate falls ``GAIN`` below the base is taken back at once). If the
    rate rose by at least ``GAIN`` the step is kept (and the next window may probe again); otherwise the
    knob goes back down and stays there for ``RETRY_AFTER`` seconds (doubling after each failed probe). This
    is what tells work that scales with threads (I/O, numpy that releases the GIL) from work that holds the
@@ -46,6 +48,10 @@ RETRY_AFTER = 0.5  # seconds before a failed step up is tried again (doubles aft
 WARMUP_WINDOWS = 3  # the first windows of a stage are start-up, never a base rate
 DOWN_AFTER = 0.3  # seconds after a kept step before a step down is probed (doubles when it fails)
 HOLD = 0.1  # a step down is kept if the rate stays within this of the base (window rates vary by ~10%)
+MIN_DELIVERIES = 3  # a window lasts until the stage has delivered this many blocks: a stage that delivers one
+# 18 ms batch (P4) saw 0 or 1 batch per 20 ms window, and a probe judged on such rates was noise (taken back
+# at once as "clearly worse", so AUTOTUNE never found the second thread that made it 35% faster)...
+MAX_WINDOW = 0.25  # ...or this long (a stage that stalls, delivering nothing, is still judged)
 
 
 class ProbeToken:
@@ -82,6 +88,7 @@ class Tuner:
         self._token = token if token is not None else ProbeToken()
         self._waited = 0.0
         self._count = 0
+        self._deliveries = 0  # ticks with a count in this window
         self._start = clock()
         self._windows = 0  # windows judged so far (the first WARMUP_WINDOWS are start-up: never a base)
         self._steady: list = []  # delivery rates of the steady windows since the knob last moved
@@ -99,13 +106,17 @@ class Tuner:
 
     def tick(self, delivered: int = 0) -> None:
         self._count += delivered
+        if delivered:
+            self._deliveries += 1
         now = self._clock()
         elapsed = now - self._start
         if elapsed < WINDOW * 0.999:  # (a clock stepping by exactly WINDOW may land a hair short)
             return
+        if self._deliveries < MIN_DELIVERIES and elapsed < MAX_WINDOW * 0.999:
+            return  # too few deliveries for a rate: the window runs on (see MIN_DELIVERIES)
         rate = self._count / elapsed if self._count else None
         waited = self._waited > RAISE_ABOVE * elapsed
-        self._waited, self._count, self._start = 0.0, 0, now
+        self._waited, self._count, self._deliveries, self._start = 0.0, 0, 0, now
         self._windows += 1
         if self._probe is not None:
             self._judge(rate, elapsed, now)
@@ -132,10 +143,11 @@ class Tuner:
     def _judge(self, rate, elapsed, now):
         probe = self._probe
         before, base = probe[0], probe[1]
-        if probe[2] > 0:  # settling: the new threads start, buffers refill -- unless already clearly worse
+        if probe[2] > 0:  # settling: the new threads start, buffers refill. Not judged at all: a stage that
+            # delivers a batch per ~20 ms (P4) looked "clearly worse" in almost every settling window, and
+            # every step up was taken back however much the second thread paid
             probe[2] -= 1
-            if not (self.value > before and base is not None and rate is not None and rate < base * (1 - GAIN)):
-                return
+            return
         probe[3] += (rate or 0.0) * elapsed
         probe[4] += elapsed
         clearly_worse = (self.value > before and base is not None and probe[3]

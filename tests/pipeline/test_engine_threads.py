@@ -4,6 +4,7 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
 from jaxfeed.pipeline import AUTOTUNE, Dataset, Options
 from jaxfeed.pipeline.iterators import autotune
@@ -38,6 +39,14 @@ def root_iterator(it):
 
 
 # ------------------------------------------------------------------------------------ the tuner
+@pytest.fixture
+def one_tick_windows(monkeypatch):
+    # these tests drive the tuner one tick per window: every window closes at WINDOW whatever it delivered
+    # (the rule that lengthens windows with few deliveries has tests of its own below)
+    monkeypatch.setattr(autotune, "MIN_DELIVERIES", 1)
+    monkeypatch.setattr(autotune, "MAX_WINDOW", autotune.WINDOW)
+
+
 def run_windows(tuner, clock, windows, rate_at=None, wait=True):
     """Advance ``windows`` tuning windows: the consumer waits half of each (when ``wait``) and, when
     ``rate_at(value)`` is given, the stage delivers that many elements per second at the tuner's value."""
@@ -48,21 +57,21 @@ def run_windows(tuner, clock, windows, rate_at=None, wait=True):
         tuner.tick(0 if rate_at is None else int(rate_at(tuner.value) * autotune.WINDOW))
 
 
-def test_tuner_raises_the_knob_while_the_consumer_waits():
+def test_tuner_raises_the_knob_while_the_consumer_waits(one_tick_windows):
     clock = FakeClock()
     tuner = autotune.Tuner(1, 4, clock=clock)
     run_windows(tuner, clock, 30)  # no delivery counts: nothing to judge a step by, every step is kept
     assert tuner.value == 4 and tuner.raises == 3 and tuner.reverts == 0
 
 
-def test_tuner_keeps_a_step_that_raises_the_delivery_rate():
+def test_tuner_keeps_a_step_that_raises_the_delivery_rate(one_tick_windows):
     clock = FakeClock()
     tuner = autotune.Tuner(1, 4, clock=clock)
     run_windows(tuner, clock, 40, rate_at=lambda v: 10_000 * v)  # work that scales with threads (I/O)
     assert tuner.value == 4 and tuner.reverts == 0
 
 
-def test_tuner_takes_back_a_step_that_does_not_pay_and_retries_later():
+def test_tuner_takes_back_a_step_that_does_not_pay_and_retries_later(one_tick_windows):
     clock = FakeClock()
     tuner = autotune.Tuner(1, 4, clock=clock)
     gil_bound = lambda v: 10_000 if v == 1 else 9_000  # a second thread only adds contention
@@ -76,7 +85,7 @@ def test_tuner_takes_back_a_step_that_does_not_pay_and_retries_later():
     assert tuner.value == 1 and tuner.reverts == 2  # tried again, taken back again (and waits twice as long)
 
 
-def test_tuner_takes_back_a_lucky_step_by_probing_down():
+def test_tuner_takes_back_a_lucky_step_by_probing_down(one_tick_windows):
     clock = FakeClock()
     tuner = autotune.Tuner(1, 2, clock=clock)
     # the windows judging the step up happen to run 30% faster (noise); after that 2 threads do no better
@@ -87,14 +96,14 @@ def test_tuner_takes_back_a_lucky_step_by_probing_down():
     assert tuner.value == 1 and tuner.lowers == 1
 
 
-def test_tuner_keeps_a_step_that_pays_when_probing_down():
+def test_tuner_keeps_a_step_that_pays_when_probing_down(one_tick_windows):
     clock = FakeClock()
     tuner = autotune.Tuner(1, 2, clock=clock)
     run_windows(tuner, clock, 12 + int(autotune.DOWN_AFTER / autotune.WINDOW) + 8, rate_at=lambda v: 10_000 * v)
     assert tuner.value == 2 and tuner.raises == 1 and tuner.lowers == 0
 
 
-def test_one_probe_at_a_time_per_iterator_tree():
+def test_one_probe_at_a_time_per_iterator_tree(one_tick_windows):
     clock = FakeClock()
     token = autotune.ProbeToken()
     a = autotune.Tuner(1, 4, clock=clock, token=token)
@@ -113,7 +122,7 @@ def test_one_probe_at_a_time_per_iterator_tree():
     assert b.value == 2
 
 
-def test_tuner_does_not_probe_before_it_has_a_base_rate():
+def test_tuner_does_not_probe_before_it_has_a_base_rate(one_tick_windows):
     clock = FakeClock()
     tuner = autotune.Tuner(1, 4, clock=clock)
     run_windows(tuner, clock, autotune.WARMUP_WINDOWS + autotune.BASE_WINDOWS - 1, rate_at=lambda v: 1000)
@@ -122,14 +131,14 @@ def test_tuner_does_not_probe_before_it_has_a_base_rate():
     assert tuner.value == 2
 
 
-def test_tuner_keeps_the_knob_when_the_consumer_does_not_wait():
+def test_tuner_keeps_the_knob_when_the_consumer_does_not_wait(one_tick_windows):
     clock = FakeClock()
     tuner = autotune.Tuner(1, 4, clock=clock)
     run_windows(tuner, clock, 10, wait=False)
     assert tuner.value == 1
 
 
-def test_tuner_buffers_double_within_their_maximum():
+def test_tuner_buffers_double_within_their_maximum(one_tick_windows):
     clock = FakeClock()
     tuner = autotune.Tuner(2, 20, grow=lambda v: 2 * v, clock=clock)
     run_windows(tuner, clock, 40)
@@ -209,10 +218,36 @@ def test_autotuned_prefetch_stays_within_the_ram_budget():
     assert root_iterator(it).capacity <= 4
 
 
-def test_a_step_up_that_makes_things_clearly_worse_is_taken_back_at_once():
+def test_a_step_up_that_makes_things_clearly_worse_is_taken_back_at_once(one_tick_windows):
     clock = FakeClock()
     tuner = autotune.Tuner(1, 4, clock=clock)
     run_windows(tuner, clock, autotune.WARMUP_WINDOWS + autotune.BASE_WINDOWS, rate_at=lambda v: 10_000 // v)
     assert tuner.value == 2  # probing
-    run_windows(tuner, clock, 1, rate_at=lambda v: 10_000 // v)  # the settling window, at half the rate
+    run_windows(tuner, clock, 1, rate_at=lambda v: 10_000 // v)  # the settling window is not judged
+    assert tuner.value == 2
+    run_windows(tuner, clock, 1, rate_at=lambda v: 10_000 // v)  # the first measured one, at half the rate
     assert tuner.value == 1 and tuner.reverts == 1
+
+
+
+def test_a_window_lasts_until_it_holds_several_deliveries():
+    # one batch per 25 ms (P4's batches take ~18 ms): a 20 ms window would hold zero or one of them, a rate of
+    # mostly quantisation. The window runs on until MIN_DELIVERIES batches came.
+    clock = FakeClock()
+    tuner = autotune.Tuner(1, 4, clock=clock)
+    for k in range(1, 3 * autotune.MIN_DELIVERIES + 1):
+        clock.now = round(clock.now + 0.025, 9)
+        tuner.waited(0.02)
+        tuner.tick(128)
+        assert tuner._windows == k // autotune.MIN_DELIVERIES
+
+def test_a_stalled_stage_is_still_judged():
+    # no deliveries at all (the consumer waits on a stage that never finishes a block): the window closes at
+    # MAX_WINDOW and the wait raises the knob
+    clock = FakeClock()
+    tuner = autotune.Tuner(1, 4, clock=clock)
+    for _ in range(int(autotune.MAX_WINDOW / 0.005) * 2):
+        clock.now = round(clock.now + 0.005, 9)
+        tuner.waited(0.005)
+        tuner.tick()
+    assert tuner.value > 1
