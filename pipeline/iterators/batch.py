@@ -1,7 +1,9 @@
 """``batch``: one vectorised gather per batch over index streams, else one stack per batch.
 
-With ``num_parallel_calls`` the stacking (the memory copy) runs on worker threads while the consumer
-gathers the next batch's elements.
+Over a stage whose results arrive stacked (a process ``map``: its workers stack each block), a batch is
+made of row slices of those blocks -- one block's slice as it is, several concatenated -- instead of
+unstacking every row and stacking them again. With ``num_parallel_calls`` the stacking (the memory copy)
+runs on worker threads while the consumer gathers the next batch's elements.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ class BatchIterator(Iterator):
         self._drop = node.drop_remainder
         self._label = node.label()
         self._parallel = node.num_parallel_calls is not None
+        self._rows = getattr(self.input, "stacks_rows", False)
         self._pool = None
         self._inflight: collections.deque = collections.deque()
         self._done = False
@@ -36,16 +39,65 @@ class BatchIterator(Iterator):
             if len(idx) == 0 or (self._drop and len(idx) < self._size):
                 return None
             return source, idx
+        if self._rows:
+            return self._collect_rows()
         elements = take_exactly(self.input, self._size)
         if not elements or (self._drop and len(elements) < self._size):
             return None
         return None, elements
 
+    def _collect_rows(self):
+        """The next batch from an input that may deliver stacked rows: ``(ROWS, parts)``, each part
+        ``(True, stacked rows)`` or ``(False, elements)``."""
+        parts, got = [], 0
+        while got < self._size:
+            rows, k = self.input.next_rows(self._size - got)
+            if k == 0:
+                break
+            if k < 0:
+                elements = self.input.next_many(self._size - got)
+                if not elements:
+                    break
+                parts.append((False, elements))
+                got += len(elements)
+            else:
+                parts.append((True, rows))
+                got += k
+        if not got or (self._drop and got < self._size):
+            return None
+        return ROWS, parts
+
     def _build(self, job):
         source, content = job
+        if source is ROWS:
+            return self._join(content)
         if source is not None:
             return source.gather(content)
         return stack_fast(content, f"batch ({self._label})")
+
+    def _join(self, parts):
+        """One batch from row parts: a single stacked part as it is (views of its block), else the parts'
+        leaves concatenated; anything that does not line up goes the element way, for its error message."""
+        what = f"batch ({self._label})"
+        if len(parts) == 1 and parts[0][0]:
+            return parts[0][1]
+        stacked = [rows if is_rows else stack_fast(rows, what) for is_rows, rows in parts]
+        first = stacked[0]
+        try:
+            columns = [structure.flatten(x) for x in stacked]
+            if len({len(c) for c in columns}) == 1 and all(structure.same_structure(first, x) for x in stacked):
+                leaves = []
+                for col in zip(*columns):
+                    if len({(leaf.dtype, leaf.shape[1:]) for leaf in col}) != 1:
+                        raise ValueError("rows differ")
+                    leaves.append(np.concatenate(col))
+                return structure.pack_as(first, leaves)
+        except (ValueError, AttributeError):
+            pass
+        elements = []
+        for is_rows, rows in parts:
+            elements.extend(structure.unstack_rows(rows, structure.batched_len(rows)) if is_rows else rows)
+        return stack_fast(elements, what)
 
     def _next(self):
         if not self._parallel:
@@ -94,6 +146,9 @@ class BatchIterator(Iterator):
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
         super().close()
+
+
+ROWS = object()  # a job's source: the batch is made of row parts (``_collect_rows``)
 
 
 class _Ready:

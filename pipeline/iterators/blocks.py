@@ -135,11 +135,55 @@ class Delivery:
         return self.items[self.pos:]
 
 
+class StackedDelivery(Delivery):
+    """Failure-free results that arrived stacked (a worker process's block: one array per leaf). ``take_rows``
+    hands out row slices of the stacked leaves, so a ``batch`` above takes them without unstacking and
+    restacking every row; ``take`` (element by element) unstacks them on first use."""
+
+    def __init__(self, stacked, n: int):  # noqa: D107 - no Delivery.__init__: items are made on demand
+        self.stacked = stacked
+        self.n = n
+        self.pos = 0
+        self.failed = False
+        self._rows = None
+
+    @property
+    def items(self) -> list:
+        if self._rows is None:
+            self._rows = structure.unstack_rows(self.stacked, self.n)
+        return self._rows
+
+    def __len__(self):
+        return self.n - self.pos
+
+    def take_rows(self, n: int):
+        """Up to ``n`` rows as one stacked structure (views of the block's leaves), and their count."""
+        pos = self.pos
+        k = min(n, self.n - pos)
+        self.pos = pos + k
+        if not structure.is_nested(self.stacked):
+            return self.stacked[pos:pos + k], k
+        return structure.pack_as(self.stacked, [leaf[pos:pos + k] for leaf in structure.flatten(self.stacked)]), k
+
+
 class DeliveringIterator(Iterator):
     """A stage that computes results a block at a time into ``self._ready`` (a ``Delivery``) and hands them
     out from there; subclasses implement ``_refill() -> bool`` (False at the end)."""
 
     _ready: Delivery
+    stacks_rows = False  # True where deliveries may be a StackedDelivery (see ``next_rows``)
+
+    def next_rows(self, n: int):
+        """Up to ``n`` results as one stacked structure, when they arrived stacked: ``(rows, count)``;
+        ``(None, 0)`` at the end, ``(None, -1)`` when the next results are elements (``next_many`` takes them)."""
+        if self._deferred is not None:
+            self._raise_deferred()
+        if not len(self._ready) and not self._refill():
+            return None, 0
+        ready = self._ready
+        if type(ready) is not StackedDelivery:
+            return None, -1
+        return ready.take_rows(n)
 
     def _refill(self) -> bool:
         raise NotImplementedError

@@ -26,7 +26,7 @@ from multiprocessing import connection
 from .. import structure
 from ..errors import WorkerDiedError
 from ..options import effective_deterministic
-from .blocks import Delivery, DeliveringIterator, Failure
+from .blocks import Delivery, DeliveringIterator, Failure, StackedDelivery
 from .map import node_seeds
 from .shared_memory import SlabPool, unpack_leaves
 from .worker import STACKED
@@ -173,6 +173,8 @@ class _Pool:
 
 
 class ProcessMapIterator(DeliveringIterator):
+    stacks_rows = True  # workers stack failure-free blocks (worker.STACKED)
+
     def __init__(self, node, ctx):
         super().__init__(node, ctx)
         self.input = ctx.build(node.inputs[0])
@@ -298,9 +300,10 @@ class ProcessMapIterator(DeliveringIterator):
         if not self._inflight:
             return False
         results, failed, tag = self._next_task().result
-        if tag == STACKED:
-            results = structure.unstack_rows(results[0], structure.batched_len(results[0]))
-        self._ready = Delivery(results, failed)
+        if tag == STACKED:  # kept stacked: a batch above takes row slices (next_rows)
+            self._ready = StackedDelivery(results[0], structure.batched_len(results[0]))
+        else:
+            self._ready = Delivery(results, failed)
         self._fill()
         return True
 

@@ -211,3 +211,63 @@ def test_unpicklable_function_is_a_type_error_naming_the_map():
         next(it)
     it.close()
     assert worker_children() == []
+
+
+# ------------------------------------------------------------------ batch over stacked blocks
+def tokens(x):
+    return np.arange(4, dtype=np.int32) + np.int32(x), np.int64(x) * 3
+
+
+def words(x):
+    return b"w" * int(x % 5)
+
+
+def ragged(x):
+    return np.zeros(1 + (x >= 30), np.int32)
+
+
+@pytest.mark.parametrize("size,drop", [(1, False), (7, False), (7, True), (64, False), (500, True), (500, False)])
+def test_batch_over_process_map_equals_batch_over_a_plain_map(size, drop):
+    # the batch is made of row slices of the workers' stacked blocks (joined across block boundaries), and
+    # must be exactly the batch of the elements: values, dtypes, shapes, writable arrays
+    ds = Dataset.range(301)
+    for fn in (tokens, words, image):
+        got = list(pmap(ds, fn).batch(size, drop_remainder=drop))
+        want = list(ds.map(fn).batch(size, drop_remainder=drop))
+        assert_elements_equal(got, want)
+        for batch in got:
+            for leaf in (batch.values() if isinstance(batch, dict) else batch if isinstance(batch, tuple) else [batch]):
+                assert leaf.flags.writeable
+    assert our_segments() == set()
+
+
+def test_batch_over_process_map_takes_row_slices_of_the_blocks():
+    # small batches of a big block are views of it (no unstack and restack per row)
+    batches = list(pmap(Dataset.range(200), tokens, workers=1).batch(4))
+    assert sum(b[0].base is not None for b in batches) > len(batches) // 2
+
+
+def test_batch_over_process_map_keeps_errors_and_ragged_elements_as_the_element_path_does():
+    def outcomes(ds):
+        it, out = iter(ds), []
+        while True:
+            try:
+                out.append(next(it).tolist())
+            except StopIteration:
+                return out
+            except KeyError:
+                out.append("KeyError")
+
+    ds = Dataset.range(12)
+    got = outcomes(pmap(ds, fail_at_5).batch(4))
+    assert got == outcomes(ds.map(fail_at_5).batch(4)) and got[:2] == [[0, 1, 2, 3], "KeyError"]
+    assert [b.tolist() for b in pmap(ds, fail_at_5).ignore_errors().batch(4)] == \
+        [b.tolist() for b in ds.map(fail_at_5).ignore_errors().batch(4)]
+    with pytest.raises(errors.InvalidArgumentError):
+        list(pmap(Dataset.range(40), ragged).batch(16))  # rows of two shapes meet in one batch
+
+
+def test_batch_over_process_map_resumes_everywhere():
+    make = lambda: pmap(Dataset.range(50), tokens).batch(6)  # noqa: E731
+    assert_resumes_everywhere(make, ks=[0, 1, 3, 8, 9])
+    assert worker_children() == [] and our_segments() == set()
