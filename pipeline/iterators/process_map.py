@@ -31,7 +31,8 @@ from .map import node_seeds
 from .shared_memory import SlabPool, unpack_leaves
 from .worker import STACKED
 
-TARGET_TASK_SECONDS = 0.004
+TARGET_TASK_SECONDS = 0.008  # per task: the consumer's cost per task (pickle the block, receive, restore) is
+# CPU the workers lack on a small machine; 8 ms tasks made P5 ~10% faster than 4 ms on 2 cores (16 ms: no better)
 MAX_BLOCK = 1024
 DEPTH = 2  # tasks in flight per worker: one running, one queued behind it
 POLL_SECONDS = 0.5  # how often a waiting consumer re-checks that its workers live
