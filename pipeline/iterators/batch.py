@@ -196,15 +196,32 @@ def stack_leaf_fast(values, v0):
         for v in values:
             if type(v) is not np.ndarray or v.shape != shape or v.dtype != dtype:
                 return None
-        out = np.empty((len(values),) + shape, dtype)
-        for i, v in enumerate(values):
-            out[i] = v
-        return out
+        return join_arrays(values, dtype, shape)
     if isinstance(v0, np.generic) and v0.dtype.kind not in "OSUVMm":
         if operator.countOf(map(type, values), t) != len(values):  # all of one type (~30% cheaper than a set)
             return None
         return stack_scalars(values, v0.dtype)
     return None
+
+
+def join_arrays(values, dtype, shape):
+    """Arrays all of ``dtype`` and ``shape`` (checked by the caller) as one new writable array.
+    ``bytearray.join`` copies their bytes in one C loop: ~12x faster than assigning 570 arrays of 32 int32
+    one by one, ~25% for 128 images. An array that is not C-contiguous has no plain buffer and goes by
+    assignment, as does a batch of empty arrays."""
+    n = len(values)
+    size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if size:
+        try:
+            data = bytearray().join(values)
+        except (BufferError, ValueError, TypeError):
+            data = None
+        if data is not None and len(data) == n * size:
+            return np.frombuffer(data, dtype=dtype).reshape((n,) + shape)
+    out = np.empty((n,) + shape, dtype)
+    for i, v in enumerate(values):
+        out[i] = v
+    return out
 
 
 # numpy scalars of these types expose exactly their value's bytes through the buffer protocol

@@ -5,6 +5,8 @@ import pickle
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jaxfeed.pipeline import AUTOTUNE, Dataset, Options, TensorSpec, errors
 from jaxfeed.pipeline.dataset import INFINITE_CARDINALITY, UNKNOWN_CARDINALITY
@@ -479,3 +481,27 @@ def test_batch_of_elements_with_different_structures_is_an_error_not_truncation(
 
     with pytest.raises(errors.InvalidArgumentError, match="structure"):
         list(Dataset.range(4).map(f).batch(4))
+
+
+@settings(max_examples=80, deadline=None, database=None)
+@given(dtype=st.sampled_from(["int8", "uint16", ">i4", "int64", "float16", "float32", "<f8", "complex64", "bool",
+                              "datetime64[s]"]),
+       shape=st.lists(st.integers(0, 4), max_size=3), n=st.integers(1, 9),
+       layout=st.sampled_from(["C", "F", "strided"]))
+def test_batch_stacks_like_arrays_exactly_whatever_their_layout(dtype, shape, n, layout):
+    # like arrays are joined byte-wise (bytearray.join); views without a plain buffer go element by element
+    rng = np.random.default_rng(0)
+    values = []
+    for _ in range(n):
+        a = rng.integers(0, 100, size=[s * (2 if layout == "strided" else 1) for s in shape]).astype(dtype)
+        a = a[tuple(slice(None, None, 2) for _ in shape)] if layout == "strided" else a
+        values.append(np.array(a, order="F") if layout == "F" else a)
+    want = np.stack(values)
+    want = want.astype(want.dtype.newbyteorder("="))  # (byte order is not what this test is about)
+    plain = Options()
+    plain.experimental_optimization.map_and_batch_fusion = False
+    for ds in (Dataset.range(n).map(lambda i: values[int(i)]),  # fused map and batch
+               Dataset.range(n).map(lambda i: values[int(i)]).with_options(plain)):  # batch of a map's elements
+        got = next(iter(ds.batch(n)))
+        assert got.dtype.newbyteorder("=") == want.dtype and got.shape == want.shape and np.array_equal(got, want)
+        assert got.flags.writeable and not any(np.shares_memory(got, v) for v in values)
