@@ -272,7 +272,8 @@ class RecordReader:
                     if bad is None:
                         self._done_with(buf, end)
                         return payloads, offsets, None
-                    if bad == "length":
+                    if bad == "length":  # the records before it were handed out: the offset is the bad header's
+                        self._pos = end
                         self._done = True
                     else:
                         self._pos = end + _LENGTH.unpack_from(buf, end)[0] + FRAMING
@@ -288,6 +289,7 @@ class RecordReader:
                 offsets = starts[:len(payloads)] + self._base
                 if bad >= 0:
                     if bad_header:  # the length cannot be trusted: no way to find the next record
+                        self._pos = int(starts[bad])  # (after the records handed out with this error)
                         self._done = True
                     else:  # the framing holds: go on after the bad record (ignore_errors skips just it)
                         self._pos = int(starts[bad] + lengths[bad]) + FRAMING

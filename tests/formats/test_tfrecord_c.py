@@ -176,6 +176,7 @@ def test_bad_length_crc_ends_the_file(tmp_path, monkeypatch):
     out = assert_same(path, monkeypatch)
     assert out[-1][0][1].endswith("corrupted record at 21 (Is this even a TFRecord file?)")
     assert not out[-1][2]
+    assert out[-1][1] == 21  # reader.offset: after "alpha", handed out in the same block as the error
 
 
 @pytest.mark.parametrize("garbage", [b"\x00" * 7, b"\xff" * 12, b"not a tfrecord file at all" * 3,
@@ -262,3 +263,18 @@ def test_short_reads_into_the_reused_buffer(monkeypatch, step):
             assert isinstance(error, errors.DataLossError) and "trickle" in str(error)
             break
         assert items, "a truncated stream must end in an error"
+
+
+def test_a_bad_length_after_records_of_the_same_read_leaves_the_offset_after_them(tmp_path, monkeypatch):
+    # found by test_random_records_and_damage: the bad-length branch (of both paths) did not move the offset
+    # past the records handed out in the same block, so a state saved there would repeat them
+    records = [b"", b"", b"", b"a", b"b", b"c" * 90, b"d" * 27, b""]
+    raw = bytearray(tfrecord.frame_many(records))
+    last = len(raw) - 16
+    raw[last + 8] ^= 1  # the last record's length CRC
+    path = str(tmp_path / "bad-length.tfrecord")
+    with open(path, "wb") as f:
+        f.write(raw)
+    out = assert_same(path, monkeypatch, block_size=30)
+    assert payloads(out) == records[:-1]
+    assert out[-1][1:] == (last, False)  # reader.offset is the bad header's; the file is done
