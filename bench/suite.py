@@ -160,10 +160,10 @@ def _p3_in_flight(s):
     - the parallel interleave's slots: ``cycle`` current ones and up to ``cycle`` future ones opened ahead
       (``pipeline/iterators/parallel_interleave.py``). Each keeps under ``READ_DEPTH`` + 1 reads of ``read``
       records buffered (a read is queued when fewer than ``READ_DEPTH`` reads remain; ``read`` is
-      ``interleave.READ_AHEAD``, or ``READ_BYTES`` worth of large records), and its TFRecord reader (``formats/tfrecord.py``) holds its
-      read buffer -- the C walker's reused one, ``REUSED_BLOCK_SIZE`` + ``TAIL_COPY``, else a
-      ``BLOCK_SIZE`` block -- plus the records split out of that block, which the reader's list keeps
-      until its next block;
+      ``interleave.READ_AHEAD``, or ``READ_BYTES`` worth of large records), and its TFRecord reader
+      (``formats/tfrecord.py``) holds its read buffer -- the C walker's reused one, ``REUSED_BLOCK_SIZE`` +
+      ``TAIL_COPY``, else a ``BLOCK_SIZE`` block -- plus the records split out of that block, which the
+      reader's list keeps until its next block;
     - the fused map+batch (``map_batch.py``): up to 2 x parallelism batches in flight, parallelism up to
       one per CPU under AUTOTUNE, each its 256 input records and its output arrays;
     - prefetch(AUTOTUNE) (``prefetch.py``): up to ``MAX_AUTOTUNE`` batches, plus the batch the consumer

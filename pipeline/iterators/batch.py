@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import structure
 from .base import Iterator, indices_exactly, take_exactly
+from .rows import RowQueue
 
 
 class BatchIterator(Iterator):
@@ -76,28 +77,20 @@ class BatchIterator(Iterator):
         return stack_fast(content, f"batch ({self._label})")
 
     def _join(self, parts):
-        """One batch from row parts: a single stacked part as it is (views of its block), else the parts'
-        leaves concatenated; anything that does not line up goes the element way, for its error message."""
+        """One batch from row parts: a single stacked part as it is (views of its block), else the parts
+        joined by a ``rows.RowQueue`` (one concatenate per leaf). Parts of different structures go the
+        element way, which raises naming them."""
         what = f"batch ({self._label})"
-        if len(parts) == 1 and parts[0][0]:
-            return parts[0][1]
-        stacked = [rows if is_rows else stack_fast(rows, what) for is_rows, rows in parts]
-        first = stacked[0]
-        try:
-            columns = [structure.flatten(x) for x in stacked]
-            if len({len(c) for c in columns}) == 1 and all(structure.same_structure(first, x) for x in stacked):
-                leaves = []
-                for col in zip(*columns):
-                    if len({(leaf.dtype, leaf.shape[1:]) for leaf in col}) != 1:
-                        raise ValueError("rows differ")
-                    leaves.append(np.concatenate(col))
-                return structure.pack_as(first, leaves)
-        except (ValueError, AttributeError):
-            pass
-        elements = []
-        for is_rows, rows in parts:
-            elements.extend(structure.unstack_rows(rows, structure.batched_len(rows)) if is_rows else rows)
-        return stack_fast(elements, what)
+        batches = [rows if is_rows else stack_fast(rows, what) for is_rows, rows in parts]
+        if len(batches) == 1:
+            return batches[0]
+        if not all(structure.same_structure(batches[0], b) for b in batches[1:]):
+            return stack_fast([row for b in batches for row in structure.unstack_rows(b, structure.batched_len(b))],
+                              what)
+        queue = RowQueue(what)
+        for b in batches:
+            queue.push(b)
+        return queue.take_batch(queue.rows)
 
     def _next(self):
         if not self._parallel:

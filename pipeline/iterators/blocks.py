@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import structure
 from .base import Iterator
+from .rows import RowQueue
 from ..errors import in_transformation
 
 _PLAIN_LEAVES = (np.ndarray, np.generic, bytes)
@@ -136,34 +137,29 @@ class Delivery:
 
 
 class StackedDelivery(Delivery):
-    """Failure-free results that arrived stacked (a worker process's block: one array per leaf). ``take_rows``
-    hands out row slices of the stacked leaves, so a ``batch`` above takes them without unstacking and
-    restacking every row; ``take`` (element by element) unstacks them on first use."""
+    """Failure-free results that arrived stacked (a worker process's block: one array per leaf), held as a
+    ``rows.RowQueue``: ``take_rows`` hands out row slices of the block, so a ``batch`` above takes them without
+    unstacking and restacking every row; ``take`` (element by element) gives rows."""
 
-    def __init__(self, stacked, n: int):  # noqa: D107 - no Delivery.__init__: items are made on demand
-        self.stacked = stacked
-        self.n = n
-        self.pos = 0
+    def __init__(self, stacked):  # noqa: D107 - no Delivery.__init__: there is no list of items
         self.failed = False
-        self._rows = None
-
-    @property
-    def items(self) -> list:
-        if self._rows is None:
-            self._rows = structure.unstack_rows(self.stacked, self.n)
-        return self._rows
+        self._rows = RowQueue("map")
+        self._rows.push(stacked)
 
     def __len__(self):
-        return self.n - self.pos
+        return self._rows.rows
+
+    def take(self, n: int) -> list:
+        return self._rows.take_rows(n)
 
     def take_rows(self, n: int):
         """Up to ``n`` rows as one stacked structure (views of the block's leaves), and their count."""
-        pos = self.pos
-        k = min(n, self.n - pos)
-        self.pos = pos + k
-        if not structure.is_nested(self.stacked):
-            return self.stacked[pos:pos + k], k
-        return structure.pack_as(self.stacked, [leaf[pos:pos + k] for leaf in structure.flatten(self.stacked)]), k
+        k = min(n, self._rows.rows)
+        return self._rows.take_batch(k), k
+
+    def remaining(self) -> list:
+        pending = self._rows.get_state()["pending"]
+        return [row for piece in pending for row in structure.unstack_rows(piece, structure.batched_len(piece))]
 
 
 class DeliveringIterator(Iterator):

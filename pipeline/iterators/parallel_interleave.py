@@ -7,8 +7,8 @@ in the slot order of the sequential version (``interleave.py``, which holds the 
   so that it is about ``READ_BYTES`` = 256 KiB, never below ``block_length``): when its buffer runs below
   that, one read task (``inner.next_many(read)``) is queued for it. Two reads, not one: with one, a slot
   asked for its next read when the consumer was a few batches from needing it, and the consumer caught up
-  with the readers and did the reads itself (a 4-file TFRecord read stage: ~20% slower). A slot never has two tasks at once (inner
-  iterators are not thread-safe), so elements cross threads a block at a time.
+  with the readers and did the reads itself (a 4-file TFRecord read stage: ~20% slower). A slot never has
+  two tasks at once (inner iterators are not thread-safe), so elements cross threads a block at a time.
 - Opening (``map_func`` and building the inner iterator) runs in the slot's first task. Errors of
   ``map_func`` and of inner iterators sit in the slot's buffer in place; an input error becomes a future
   of its own, raised where the sequential version meets it. The deterministic order therefore equals the
@@ -19,11 +19,11 @@ in the slot order of the sequential version (``interleave.py``, which holds the 
   ``autotune.Tuner``: it starts at ``AUTOTUNE_START`` (2; a tuner needs ~0.1 s of windows before its first
   step, and an epoch of a fast read stage can be over by then: with one reader the consumer did a third of
   the reads itself, ~15% slower than with two) and steps down to 1 if the rate holds without the second;
-  it probes one more per ``autotune.WINDOW`` in which the consumer
-  waited for the current slot (measured in ``_await``, which also ticks the tuner while it waits, so a long
-  wait raises it too), keeping a step only if the delivery rate rose, up to ``cycle``
-  (``min(cpu_budget, cycle)`` when ``Options.autotune.cpu_budget`` is set); ``Options.autotune.enabled =
-  False`` pins it there. Threads beyond a lowered value park between tasks.
+  it probes one more per ``autotune.WINDOW`` in which the consumer waited for the current slot (measured
+  in ``_await``, which also ticks the tuner while it waits, so a long wait raises it too), keeping a step
+  only if the delivery rate rose, up to ``cycle`` (``min(cpu_budget, cycle)`` when
+  ``Options.autotune.cpu_budget`` is set); ``Options.autotune.enabled = False`` pins it there.
+  Threads beyond a lowered value park between tasks.
 - A slot the consumer waits for whose read is queued but not started is read by the consumer itself
   (the first records come without a thread hand-off, and GIL-bound reads don't leave the consumer idle).
   Parallelism only decides when and where reads happen, never which element comes next: the order is the

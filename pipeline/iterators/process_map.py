@@ -302,7 +302,7 @@ class ProcessMapIterator(DeliveringIterator):
             return False
         results, failed, tag = self._next_task().result
         if tag == STACKED:  # kept stacked: a batch above takes row slices (next_rows)
-            self._ready = StackedDelivery(results[0], structure.batched_len(results[0]))
+            self._ready = StackedDelivery(results[0])
         else:
             self._ready = Delivery(results, failed)
         self._fill()
