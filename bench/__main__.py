@@ -26,7 +26,6 @@ FORMATS = "FORMATS"  # --only key of the reader section (bench/formats.py)
 # bench/formats.run() sizes per scale: TFRecord MiB, Parquet rows, repetitions (best of)
 FORMATS_SIZES = {"full": (128, 2_000_000, 3), "quick": (32, 500_000, 2), "tiny": (2, 20_000, 1)}
 SWEEP = (1, 2, 4)  # hand-picked num_parallel_calls settings for the AUTOTUNE check
-PEER_REPEATS = 3  # peers: fewer repetitions (their start-up in a fresh process dominates the time)
 
 
 def parse_args(argv):
@@ -117,27 +116,34 @@ def plan(args, d, peers, results):
                 kinds[label] = "sweep"
 
         def local(key=key, runs=runs, contenders=contenders, kinds=kinds):
-            for label, res in r.group(contenders, epoch=workloads.epoch_elements(key, sizes)).items():
-                runs[label] = dict(res, kind=kinds[label])
+            contenders, kinds, extra = dict(contenders), dict(kinds), {}
+            servers = [runner.PeerServer(args.peer_python, peer, key, d.path, args.max_seconds) for peer in peers]
+            try:
+                for server in servers:  # all built before any timing starts: none loads while others run
+                    ready = server.ready()
+                    if "variants" not in ready:
+                        status = "skipped" if "skipped" in ready else "error"
+                        runs[server.name] = {"kind": "peer", "status": status, "reason": ready.get(status)}
+                        continue
+                    for variant, info in ready["variants"].items():
+                        label = f"{server.name}: {variant}"
+                        contenders[label] = (runner.PeerVariant(server, variant), rows_of)
+                        kinds[label], extra[label] = "peer", dict(info, version=ready.get("version"))
+                measured = r.group(contenders, epoch=workloads.epoch_elements(key, sizes))
+            finally:
+                for server in servers:
+                    server.close()
+            for label, res in measured.items():
+                runs[label] = dict(res, kind=kinds[label], **extra.get(label, {}))
                 if kinds[label] == "raw" and res["status"] == "ok":
                     runs[label]["mb_per_s"] = res["median"] / 1e6
                 else:
                     _add_mbps(key, runs[label], sizes)
 
         tasks.append((f"{key} jaxfeed, hand loop" + (", vectorized" if spec.vectorized else "")
-                      + (", npc sweep" if any(k == "sweep" for k in kinds.values()) else ""), local))
+                      + (", npc sweep" if any(k == "sweep" for k in kinds.values()) else "")
+                      + (f", {', '.join(peers)}" if peers else ""), local))
         tasks.append((f"{key} jaxfeed peak memory", lambda key=key, entry=entry: _memory(args, d, key, entry)))
-        for peer in peers:
-            def run_peer(key=key, runs=runs, peer=peer):
-                res = runner.run_peer(args.peer_python, peer, key, d.path, min(args.repeats, PEER_REPEATS), 1,
-                                      args.max_seconds)
-                if res["status"] != "ok":
-                    runs[f"{peer}"] = {"kind": "peer", "status": res["status"], "reason": res.get("reason")}
-                    return
-                for variant, v in res["variants"].items():
-                    runs[f"{peer}: {variant}"] = dict(v, kind="peer", version=res.get("version"))
-                    _add_mbps(key, runs[f"{peer}: {variant}"], sizes)
-            tasks.append((f"{key} {peer}", run_peer))
     return tasks
 
 

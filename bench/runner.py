@@ -1,4 +1,5 @@
-"""Running measurements: jaxfeed and the hand loops in this process, peers each in a subprocess.
+"""Running measurements: jaxfeed and the hand loops in this process, peers each in a subprocess, all
+taking turns repetition by repetition.
 
 Every measurement returns a dict: ``median`` / ``min`` / ``max`` elements per second, ``first_batch_s``,
 and ``status`` (``ok``, ``skipped`` with ``reason``, or ``error`` with ``reason``). In-process runs also
@@ -10,14 +11,17 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
 from . import timing
+from .peers import _common
 from .suite import Unavailable
 from .workloads import rows_of
 
@@ -55,8 +59,9 @@ class Runner:
     def group(self, contenders, repeats=None, epoch=None):
         """Time several pipelines here, interleaved: after one warm-up each, repetition i of every
         contender runs before repetition i + 1 of any, so a change of machine load (other processes)
-        falls on all of them alike. ``contenders``: {label: (make_iterable, count)}; ``epoch``: elements
-        in an epoch (to project cut-short runs; see ``timing``).
+        falls on all of them alike. ``contenders``: {label: (make_iterable, count)}, where make_iterable
+        may be a ``PeerVariant`` (timed in its peer's process); ``epoch``: elements in an epoch (to
+        project cut-short runs; see ``timing``).
 
         A missing jaxfeed part (at build time or first use) is a skip; any other failure an error; either
         way the other contenders go on.
@@ -66,14 +71,18 @@ class Runner:
         for rep in range(-self.warmup, repeats or self.repeats):
             for label, (make, count, *_) in list(live.items()):
                 try:
-                    before = timing.rss_bytes()
-                    reset = timing.reset_peak_rss()
-                    run = timing.once(make, self.max_seconds, count)
-                    peak = timing.rss_bytes("VmHWM")
+                    if isinstance(make, PeerVariant):  # its memory is another process's
+                        run, reset = make.once(), False
+                    else:
+                        before = timing.rss_bytes()
+                        reset = timing.reset_peak_rss()
+                        run = timing.once(make, self.max_seconds, count)
+                        peak = timing.rss_bytes("VmHWM")
                 except Exception as e:  # noqa: BLE001 - one failing pipeline must not stop the suite
                     missing = missing_part(e)
                     out[label] = ({"status": "skipped", "reason": missing} if missing else
-                                  {"status": "error", "reason": describe_error(e)})
+                                  {"status": "error", "reason": str(e) if isinstance(e, PeerError)
+                                   else describe_error(e)})
                     del live[label]
                     continue
                 if rep < 0:
@@ -139,42 +148,84 @@ def probe_peers(python, names) -> dict:
         return {n: None for n in names}
 
 
-def run_peer(python, peer, key, datadir, repeats, warmup, max_seconds, timeout=600) -> dict:
-    """Run one peer on one pipeline in its own process; {variant: measurement} or a skip/error entry."""
-    module = PEERS[peer][0]
-    cmd = [python, "-m", f"jaxfeed.bench.peers.{module}", key, os.path.abspath(datadir), "--repeats", str(repeats),
-           "--warmup", str(warmup)]
-    if max_seconds is not None:
-        cmd += ["--max-seconds", str(max_seconds)]
-    t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=peer_env(), timeout=timeout,
-                              cwd=_shim_path())  # not the checkout: its jaxfeed/ would shadow the shim
-    except subprocess.TimeoutExpired:
-        return {"status": "error", "reason": f"timed out after {timeout} s"}
-    line = next((l for l in reversed(proc.stdout.splitlines()) if l.startswith("JAXFEED_PEER_RESULT ")), None)
-    if line is None:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        return {"status": "error", "reason": f"exit {proc.returncode}: " + " | ".join(tail)[-400:]}
-    out = json.loads(line[len("JAXFEED_PEER_RESULT "):])
-    if "skipped" in out:
-        return {"status": "skipped", "reason": out["skipped"]}
-    res = out["results"].get(key, {})
-    res["version"] = out.get("version")
-    res["process_seconds"] = round(time.perf_counter() - t0, 2)
-    if "skipped" in res:
-        res["status"] = "skipped"
-        res["reason"] = res.pop("skipped")
-    elif "error" in res:
-        res["status"] = "error"
-        res["reason"] = res.pop("error")
-    else:
-        res["status"] = "ok"
-        for v in res["variants"].values():
-            v["status"] = "error" if "error" in v else "ok"
-            if "error" in v:
-                v["reason"] = v.pop("error")
-    return res
+class PeerError(RuntimeError):
+    """A peer process failed, exited or did not answer; the message says which and why."""
+
+
+class PeerServer:
+    """One peer on one pipeline in its own process (``peers/_common.py --serve``), timed one repetition at a
+    time on request, so that its repetitions can take turns with jaxfeed's in one ``Runner.group``.
+
+    ``ready()`` waits for the pipeline to be built and returns ``{"version", "variants": {name: info}}``,
+    or ``{"skipped": why}`` / ``{"error": why}``. stderr goes to a file (a framework's log must not fill
+    a pipe nobody reads) whose tail explains an early exit.
+    """
+
+    def __init__(self, python, peer, key, datadir, max_seconds=None, module=None):
+        self.name, self.key = peer, key
+        module = module or f"jaxfeed.bench.peers.{PEERS[peer][0]}"
+        cmd = [python, "-m", module, key, os.path.abspath(datadir), "--serve"]
+        if max_seconds is not None:
+            cmd += ["--max-seconds", str(max_seconds)]
+        self._stderr = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+                                     text=True, env=peer_env(),
+                                     cwd=_shim_path())  # not the checkout: its jaxfeed/ would shadow the shim
+        self._lines = queue.Queue()
+        threading.Thread(target=self._pump, name=f"peer-{peer}-{key}", daemon=True).start()
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def _reply(self, marker, timeout):
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise PeerError(f"{self.name} {self.key}: no answer within {timeout:.0f} s") from None
+            if line is None:
+                self._stderr.seek(0)
+                tail = " | ".join(self._stderr.read().strip().splitlines()[-3:])[-400:]
+                raise PeerError(f"{self.name} {self.key}: exit {self.proc.wait()}: {tail}")
+            if line.startswith(marker):
+                return json.loads(line[len(marker):])
+
+    def ready(self, timeout=300) -> dict:
+        try:
+            return self._reply(_common.READY, timeout)
+        except PeerError as e:
+            return {"error": str(e)}
+
+    def once(self, variant, timeout=600) -> dict:
+        """One repetition of ``variant`` (``timing.once``'s figures); raises PeerError if it failed."""
+        self.proc.stdin.write(variant + "\n")
+        self.proc.stdin.flush()
+        out = self._reply(_common.RUN, timeout)
+        if "error" in out:
+            raise PeerError(out["error"])
+        return out
+
+    def close(self):
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+        self._stderr.close()
+
+
+class PeerVariant:
+    """A ``Runner.group`` contender timed in a peer's process: ``once()`` instead of a local iterable."""
+
+    def __init__(self, server, variant):
+        self.server, self.variant = server, variant
+
+    def once(self) -> dict:
+        return self.server.once(self.variant)
 
 
 def default_peer_python() -> str:

@@ -132,8 +132,81 @@ def test_a_missing_peer_is_skipped_cleanly(tmp_path):
     missing = [p for p, v in found.items() if v is None]
     if not missing:
         pytest.skip("every peer is installed in this interpreter")
-    r = runner.run_peer(sys.executable, missing[0], "P1", path, 1, 0, 0.1, timeout=60)
-    assert r["status"] == "skipped" and "not installed" in r["reason"]
+    server = runner.PeerServer(sys.executable, missing[0], "P1", path, 0.1)
+    try:
+        ready = server.ready(timeout=60)
+    finally:
+        server.close()
+    assert "not installed" in ready["skipped"], ready
+
+
+FAKE_PEER = """
+import os, sys, time
+from jaxfeed.bench.peers import _common
+
+NAME = "fake"
+
+
+def version():
+    return "1.0"
+
+
+def p1(sizes, paths):
+    log = os.environ["FAKE_PEER_LOG"]
+
+    def batches():
+        with open(log, "a") as f:
+            f.write("peer\\n")
+        return iter([[1, 2, 3], [4, 5]])
+
+    def boom():
+        raise ValueError("peer variant failed")
+
+    def die():
+        os._exit(3)
+
+    return {"ok": (batches, {"python_function": True}), "boom": (boom, {}), "die": (die, {})}
+
+
+PIPELINES = {"P1": p1}
+
+if __name__ == "__main__":
+    sys.exit(_common.main(sys.modules[__name__]))
+"""
+
+
+def test_served_peer_takes_turns_with_local_contenders(tmp_path, monkeypatch):
+    """A peer's repetitions run one at a time on request, interleaved with jaxfeed's in one group; its
+    failures are that contender's error entry and the others go on; an exit is reported, not a hang."""
+    from jaxfeed.bench import data
+
+    path = data.ensure("tiny", root=str(tmp_path), log=lambda m: None)
+    (tmp_path / "fake_peer.py").write_text(FAKE_PEER)
+    log = tmp_path / "order.log"
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setenv("FAKE_PEER_LOG", str(log))
+    server = runner.PeerServer(sys.executable, "fake", "P1", path, 0.1, module="fake_peer")
+    try:
+        ready = server.ready(timeout=60)
+        assert ready == {"version": "1.0", "variants": {"ok": {"python_function": True}, "boom": {}, "die": {}}}
+
+        def local():
+            with open(log, "a") as f:
+                f.write("local\n")
+            return iter([[0] * 10])
+
+        out = runner.Runner(repeats=3, warmup=1).group({
+            "local": (local, len), "fake: ok": (runner.PeerVariant(server, "ok"), len),
+            "fake: boom": (runner.PeerVariant(server, "boom"), len)})
+        assert log.read_text().split() == ["local", "peer"] * 4
+        assert out["fake: ok"]["status"] == "ok" and out["fake: ok"]["elements"] == [5, 5, 5]
+        assert out["fake: boom"]["status"] == "error" and "peer variant failed" in out["fake: boom"]["reason"]
+        assert out["local"]["elements"] == [10, 10, 10]
+        with pytest.raises(runner.PeerError, match="exit 3"):
+            server.once("die", timeout=60)
+    finally:
+        server.close()
+    assert server.proc.returncode == 3
 
 
 def test_vectorized_forms_and_the_numpy_scalar_loop_do_the_same_work(tmp_path):
