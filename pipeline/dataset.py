@@ -22,7 +22,7 @@ UNKNOWN_CARDINALITY = UNKNOWN
 class Dataset:
     """An immutable, lazy pipeline of elements (see module docstring)."""
 
-    __slots__ = ("_node", "_iterations", "__weakref__")
+    __slots__ = ("_node", "_iterations", "_learned", "__weakref__")
 
     def __init__(self, node: Node):
         if not isinstance(node, Node):
@@ -31,6 +31,9 @@ class Dataset:
         # How many iterators this object has made: each one is a new epoch for the random stages
         # inside (tf.data's seed generator does the same per dataset).
         self._iterations = 0
+        # What its iterators' AUTOTUNE tuners learned, for the next one (autotune.py, step 5): run-time
+        # state like the epoch count, not part of the pipeline's definition.
+        self._learned: dict = {}
 
     # ================================================================ sources
     @staticmethod

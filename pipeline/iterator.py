@@ -77,6 +77,10 @@ class DatasetIterator:
             self._check_state(state)
             iteration = int(state.get("iteration", 0))  # random stages must use the saved epoch key
         self._ctx = IteratorContext(effective, iteration=(iteration,), stats=stats)
+        # AUTOTUNE knobs start where this Dataset's previous iterator left them, matched by their node's
+        # place in the optimized graph (the same Dataset and options give the same graph)
+        places = {id(node): i for i, node in enumerate(graph.walk(root))}
+        self._ctx._shared["autotune_learned"] = (dataset._learned, places)
         self._it = self._ctx.build(root)
         if state is not None:
             _restore_tree(self._it, state["root"])

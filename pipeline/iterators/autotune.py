@@ -22,6 +22,14 @@ The algorithm (one ``Tuner`` per AUTOTUNE knob -- a parallel map's or an interle
    threads would do worse. The first ``WARMUP_WINDOWS`` windows (start-up) are never a base.
 4. One probe at a time per iterator tree (a ``ProbeToken`` shared through the iterator context), so a rate
    change is blamed on the knob that moved.
+5. Tuning carries over from one epoch to the next. A ``Dataset`` keeps what its iterators' tuners learned
+   (``learned``): after each verdict a tuner records its value and its back-off times (how long until it
+   probes up, and down, again), and the next iterator of the same ``Dataset`` -- the next epoch of a
+   training loop -- starts from them instead of from scratch. A step that failed keeps failing less often
+   (its back-off doubles up to ``MAX_BACKOFF``), so a steady pipeline stops paying for probes after an
+   epoch or two, and one whose machine gets busier or quieter is still probed every ``MAX_BACKOFF``
+   seconds at most. Knobs are matched by their node's place in the optimized graph; stages built inside an
+   interleave's function (one per input) start from scratch.
 
 A tuner that is never told deliveries (``tick()`` with no count) has no rate to judge by and keeps every
 step it takes: the knob rises while the consumer waits, as in step 2, and never goes down.
@@ -52,6 +60,7 @@ MIN_DELIVERIES = 3  # a window lasts until the stage has delivered this many blo
 # 18 ms batch (P4) saw 0 or 1 batch per 20 ms window, and a probe judged on such rates was noise (taken back
 # at once as "clearly worse", so AUTOTUNE never found the second thread that made it 35% faster)...
 MAX_WINDOW = 0.25  # ...or this long (a stage that stalls, delivering nothing, is still judged)
+MAX_BACKOFF = 60.0  # seconds: the longest a tuner waits before probing a direction that failed again
 
 
 class ProbeToken:
@@ -79,8 +88,26 @@ def probe_token(ctx) -> ProbeToken:
     return ctx._shared.setdefault("autotune_probe", ProbeToken())
 
 
+def learned_slot(ctx, node):
+    """Where the tuner of ``node`` keeps what it learns for the next iterator of the same Dataset: (store,
+    key), or None for a node outside the iterated graph (a stage built inside an interleave's function)."""
+    learned = ctx._shared.get("autotune_learned")
+    if learned is None:
+        return None
+    store, places = learned
+    place = places.get(id(node))
+    return None if place is None else (store, (place, node.kind))
+
+
+def tuner_for(node, ctx, initial: int, maximum: int, clock=time.perf_counter) -> "Tuner":
+    """The tuner of ``node``'s AUTOTUNE knob in ``ctx``'s tree: one probe at a time (the tree's token),
+    starting from what the previous iterator of the same Dataset learned, if any."""
+    return Tuner(initial, maximum, clock=clock, token=probe_token(ctx), learned=learned_slot(ctx, node))
+
+
 class Tuner:
-    def __init__(self, initial: int, maximum: int, grow=lambda v: v + 1, clock=time.perf_counter, token=None):
+    def __init__(self, initial: int, maximum: int, grow=lambda v: v + 1, clock=time.perf_counter, token=None,
+                 learned=None):
         self._clock = clock
         self.value = max(1, min(initial, maximum))
         self.maximum = max(1, maximum)
@@ -100,6 +127,18 @@ class Tuner:
         self.raises = 0  # how many steps up were kept (for statistics and tests)
         self.reverts = 0  # how many steps up were taken back because they did not pay
         self.lowers = 0  # how many steps down were kept because the rate held
+        self._learned = learned  # (store, key): see step 5 of the module docstring
+        remembered = learned[0].get(learned[1]) if learned is not None else None
+        if remembered is not None:
+            value, self._retry_after, self._down_after = remembered
+            self.value = max(1, min(value, self.maximum))
+            self._retry_at = self._start + self._retry_after
+            self._down_at = self._start + self._down_after
+
+    def _remember(self) -> None:
+        if self._learned is not None:
+            store, key = self._learned
+            store[key] = (self.value, self._retry_after, self._down_after)
 
     def waited(self, seconds: float) -> None:
         self._waited += seconds
@@ -120,6 +159,8 @@ class Tuner:
         self._windows += 1
         if self._probe is not None:
             self._judge(rate, elapsed, now)
+            if self._probe is None:  # a verdict: the next epoch starts from it
+                self._remember()
             return
         if rate is not None and self._windows <= WARMUP_WINDOWS:
             return  # start-up: slow for reasons no knob changes
@@ -166,17 +207,17 @@ class Tuner:
             self.value = before
             self.reverts += 1
             self._retry_at = now + self._retry_after
-            self._retry_after *= 2
+            self._retry_after = min(MAX_BACKOFF, self._retry_after * 2)
         else:  # a step down: kept if the rate held (less parallelism for the same work)
             if measured is not None and measured >= base * (1 - HOLD):
                 self.lowers += 1
                 self._retry_at = now + self._retry_after
-                self._retry_after *= 2
+                self._retry_after = min(MAX_BACKOFF, self._retry_after * 2)
                 self._down_at = now + DOWN_AFTER
                 return
             self.value = before
             self._down_at = now + self._down_after
-            self._down_after *= 2
+            self._down_after = min(MAX_BACKOFF, self._down_after * 2)
 
     def close(self) -> None:
         """Give the probe token back (a closed stage must not block its siblings' tuning)."""

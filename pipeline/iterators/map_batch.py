@@ -80,7 +80,7 @@ class MapBatchIterator(Iterator):
         self.workers = (npc if npc and npc > 0 else ctx.cpu_count) if self._parallel else 1
         self._tuner = None
         if (npc or 0) < 0 and autotune.enabled(ctx.options):
-            self._tuner = autotune.Tuner(1, self.workers, token=autotune.probe_token(ctx))
+            self._tuner = autotune.tuner_for(node, ctx, 1, self.workers)
         self._pool = None
         self._inflight: collections.deque = collections.deque()
         self.work_seconds = 0.0 if self._parallel else None  # worker time, for statistics

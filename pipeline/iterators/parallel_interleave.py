@@ -63,8 +63,7 @@ class ParallelInterleaveIterator(SlotCycle):
             budget = ctx.options.autotune.cpu_budget
             self.workers = max(1, min(budget, self._cycle) if budget else self._cycle)
             if autotune.enabled(ctx.options):
-                self._tuner = autotune.Tuner(AUTOTUNE_START, self.workers, clock=self.clock,
-                                             token=autotune.probe_token(ctx))
+                self._tuner = autotune.tuner_for(node, ctx, AUTOTUNE_START, self.workers, clock=self.clock)
         self._futures: collections.deque = collections.deque()
         self._lock = threading.Lock()
         self._task_ready = threading.Condition(self._lock)  # workers wait here

@@ -59,7 +59,7 @@ class ParallelMapIterator(DeliveringIterator):
         self.workers = self._initial_workers(node, ctx)
         self._tuner = None
         if (node.num_parallel_calls or 0) < 0 and autotune.enabled(ctx.options):
-            self._tuner = autotune.Tuner(1, self.workers, token=autotune.probe_token(ctx))
+            self._tuner = autotune.tuner_for(node, ctx, 1, self.workers)
         self.work_seconds = 0.0  # function time measured on the workers (statistics)
         self._pool = None
         self._inflight: collections.deque = collections.deque()

@@ -145,11 +145,59 @@ def test_tuner_buffers_double_within_their_maximum(one_tick_windows):
     assert tuner.value == 20
 
 
+def test_tuner_starts_from_what_the_previous_one_learned(one_tick_windows):
+    """The next epoch's tuner starts at the value and with the back-off the last one ended with: a step
+    that did not pay is not probed again at once."""
+    clock = FakeClock()
+    store = {}
+    gil_bound = lambda v: 10_000 if v == 1 else 9_000
+    first = autotune.Tuner(2, 4, clock=clock, learned=(store, "k"))
+    run_windows(first, clock, 60, rate_at=gil_bound)  # steps down to 1, a step up back to 2 is taken back
+    assert first.value == 1 and first.lowers == 1 and first.reverts >= 1
+    assert store["k"][0] == 1
+    second = autotune.Tuner(2, 4, clock=clock, learned=(store, "k"))
+    assert second.value == 1
+    quiet = int(store["k"][1] / autotune.WINDOW) - 2  # windows before its back-off is over
+    run_windows(second, clock, quiet, rate_at=gil_bound)
+    assert second.value == 1 and second.reverts == 0 and second._probe is None
+    run_windows(second, clock, 10, rate_at=gil_bound)
+    assert second.reverts == 1  # it does probe again once the back-off is over
+    assert autotune.Tuner(2, 4, clock=clock, learned=({}, "k")).value == 2  # nothing learned: from scratch
+    assert autotune.Tuner(2, 1, clock=clock, learned=({"k": (3, 1.0, 1.0)}, "k")).value == 1  # within budget
+
+
+def test_a_failing_probe_is_retried_at_least_every_max_backoff(one_tick_windows):
+    clock = FakeClock()
+    tuner = autotune.Tuner(1, 2, clock=clock)
+    reverts_at = []
+    while len(reverts_at) < 12:
+        before = tuner.reverts
+        run_windows(tuner, clock, 1, rate_at=lambda v: 10_000 if v == 1 else 9_000)
+        if tuner.reverts > before:
+            reverts_at.append(clock.now)
+    gaps = [b - a for a, b in zip(reverts_at, reverts_at[1:])]
+    assert gaps[0] < 2 and max(gaps) > 30  # backs off...
+    assert max(gaps) <= autotune.MAX_BACKOFF + 1  # ...but keeps probing (a machine's load changes)
+
+
 # ------------------------------------------------------------------------------ parallel map
 def test_autotuned_parallel_map_reaches_the_cpu_budget_when_it_is_the_bottleneck():
     it = iter(Dataset.range(200).map(slow, num_parallel_calls=AUTOTUNE).with_options(budget(cpus=3)))
     assert [int(x) for x in it] == list(range(200))
     assert root_iterator(it).parallelism == 3
+
+
+def test_the_next_epoch_of_a_dataset_starts_at_the_tuned_parallelism():
+    make = lambda: Dataset.range(200).map(slow, num_parallel_calls=AUTOTUNE).with_options(budget(cpus=3))
+    ds = make()
+    it = iter(ds)
+    assert root_iterator(it).parallelism == 1  # a Dataset's first iterator tunes from scratch
+    assert [int(x) for x in it] == list(range(200))
+    assert root_iterator(it).parallelism == 3
+    again = iter(ds)  # the next epoch: starts at the last verdict of the last one (not an unjudged probe)
+    assert root_iterator(again).parallelism >= 2
+    assert [int(x) for x in again] == list(range(200))
+    assert root_iterator(iter(make())).parallelism == 1  # the same pipeline built anew starts from scratch
 
 
 def test_autotune_disabled_pins_parallelism_at_the_budget():
