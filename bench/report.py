@@ -9,7 +9,11 @@
      "formats": {"tfrecord": {...}, "parquet": {...}, "status", ...}   (bench/formats.run, optional)
      "targets": [{"pipeline", "target", "value", "threshold", "op", "status", "detail", "forms"?}]}
 
-A target's ``value`` is a ratio of two figures measured in the same run. Where a pipeline has more than one
+A target's ``value`` is a ratio of two figures measured in the same run: the median, over the repetitions,
+of the ratio within each repetition (``paired``), where both figures come from contenders that took turns
+repetition by repetition (every figure of a pipeline's group: jaxfeed, hand loops, settings, peers), else
+the ratio of the two medians. Repetition i of every contender runs back to back, so a paired ratio cancels
+the machine's drift between repetitions; the ratio of the medians is shown beside it. Where a pipeline has more than one
 jaxfeed form (``jaxfeed``: the map per element; ``jaxfeed (vectorized)``: the same map declared
 ``vectorized=True``), a target is judged on the best form for it and ``forms`` holds every form's ratio.
 Targets marked ``judged=False`` are shown for context only (status ``info``).
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 
 # (pipeline, name, numerator, denominator, op, threshold[, judged]); numerator/denominator: selectors below.
 TARGETS = [
@@ -100,6 +105,32 @@ def _why(run, name):
     return f"{name} {run.get('status')}: {run.get('reason', '')}"[:160]
 
 
+TIMES = ("jaxfeed_ttfb", "hand_ttfb")  # selectors of times, not rates: compared as medians
+
+
+def paired_ratio(run_a, a, run_b, b):
+    """Median over repetitions of figure a / figure b within each repetition, or None where the two runs'
+    repetitions do not line up. ``a`` / ``b`` are figures proportional to the runs' rates (elements/s, MB/s):
+    each repetition's figure is its rate scaled as the figure is to the median rate."""
+    if not run_a or not run_b:
+        return None
+    xs, ys = run_a.get("rates"), run_b.get("rates")
+    if not xs or not ys or len(xs) != len(ys) or not run_a.get("median") or not run_b.get("median"):
+        return None
+    scale = (a / run_a["median"]) / (b / run_b["median"])
+    ratios = [x / y * scale for x, y in zip(xs, ys) if y > 0]
+    return statistics.median(ratios) if len(ratios) == len(xs) else None
+
+
+def _ratio_of(runs, a, a_label, b, b_label, paired=True):
+    """(value, detail suffix): the paired ratio where the runs line up, else the ratio of the figures."""
+    plain = a / b
+    value = paired_ratio(runs.get(a_label), a, runs.get(b_label), b) if paired else None
+    if value is None:
+        return plain, ""
+    return value, f" [paired; of medians {plain:.2f}]"
+
+
 def _verdict(value, op, threshold):
     return "pass" if (value >= threshold if op == ">=" else value <= threshold) else "MISS"
 
@@ -120,7 +151,9 @@ def compute_targets(results) -> list:
             if a is None or b is None or b == 0:
                 why = why or (a_label if a is None else b_label)
                 continue
-            candidates.append((a / b, f"{a_label} vs {b_label}", form))
+            value, how = _ratio_of(pipes[key].get("runs", {}), a, a_label, b, b_label,
+                                   paired=num not in TIMES and den not in TIMES)
+            candidates.append((value, f"{a_label} vs {b_label}{how}", form))
         entry = {"pipeline": key, "target": name, "op": op, "threshold": threshold}
         if not candidates:
             entry.update(status="n/a", value=None, detail=why)
@@ -145,9 +178,9 @@ def compute_targets(results) -> list:
             entry = {"pipeline": key, "target": "AUTOTUNE / best hand-picked num_parallel_calls", "op": ">=",
                      "threshold": AUTOTUNE_MIN}
             if sweep and _ok(jf):
-                best = max(sweep, key=lambda k: sweep[k]["median"])
-                v = jf["median"] / sweep[best]["median"]
-                entry.update(status=_verdict(v, ">=", AUTOTUNE_MIN), value=v, detail=f"AUTOTUNE vs {best}")
+                best = max(sweep, key=lambda k: sweep[k]["median"])  # the best setting by its median
+                v, how = _ratio_of(p["runs"], jf["median"], "jaxfeed", sweep[best]["median"], best)
+                entry.update(status=_verdict(v, ">=", AUTOTUNE_MIN), value=v, detail=f"AUTOTUNE vs {best}{how}")
             else:
                 entry.update(status="n/a", value=None, detail=_why(jf, "jaxfeed") if not _ok(jf) else "no setting ran")
             out.append(entry)

@@ -65,6 +65,7 @@ def summarize(runs, epoch=None):
         "median": statistics.median(rates) if rates else 0.0,
         "min": min(rates) if rates else 0.0,
         "max": max(rates) if rates else 0.0,
+        "rates": [round(r, 3) for r in rates] if len(rates) == len(runs) else None,  # one per repetition
         "first_batch_s": statistics.median(firsts) if firsts else None,
         "elements": [r["elements"] for r in runs],
         "seconds": [round(r["seconds"], 4) for r in runs],

@@ -123,6 +123,21 @@ def test_targets_are_ratios_with_verdicts():
     assert t["jaxfeed / torch DataLoader (0 workers)"]["value"] == pytest.approx(1.5)
 
 
+def test_targets_pair_repetitions_that_ran_back_to_back():
+    """The machine's speed changes from one repetition to the next; the paired ratio is the median of the
+    ratios within each repetition (2.0 here), not the ratio of the medians (80 / 50); runs that do not
+    line up fall back to the medians."""
+    runs = {"jaxfeed": {"kind": "jaxfeed", "status": "ok", "median": 80.0, "rates": [100, 40, 300, 60, 80]},
+            "hand loop": {"kind": "baseline", "status": "ok", "median": 50.0, "rates": [50, 20, 100, 60, 40]}}
+    t = {x["target"]: x for x in report.compute_targets({"pipelines": {"P2": {"runs": runs}}})}
+    assert t["jaxfeed / hand loop"]["value"] == pytest.approx(2.0)
+    assert "paired; of medians 1.60" in t["jaxfeed / hand loop"]["detail"]
+    runs["hand loop"]["rates"] = [50, 20, 100, 60]  # a contender that stopped early: no pairing
+    t = {x["target"]: x for x in report.compute_targets({"pipelines": {"P2": {"runs": runs}}})}
+    assert t["jaxfeed / hand loop"]["value"] == pytest.approx(1.6)
+    assert "paired" not in t["jaxfeed / hand loop"]["detail"]
+
+
 def test_a_missing_peer_is_skipped_cleanly(tmp_path):
     """A peer whose framework is absent from the interpreter reports a skip, not an error."""
     from jaxfeed.bench import data
