@@ -169,7 +169,6 @@ def _p3_in_flight(s):
     - prefetch(AUTOTUNE) (``prefetch.py``): up to ``MAX_AUTOTUNE`` batches, plus the batch the consumer
       holds.
     Records are bytes objects (payload + ``sys.getsizeof(b"")``); a batch row is ``_p3_bytes``."""
-    import os
     import sys
 
     from jaxfeed.formats import tfrecord
@@ -184,13 +183,26 @@ def _p3_in_flight(s):
     split = buffer // (payload + tfrecord.FRAMING) * record
     read = max(1, min(interleave.READ_AHEAD, interleave.READ_BYTES // payload))
     slots = 2 * w.P3_CYCLE * (buffer + split + (parallel_interleave.READ_DEPTH + 1) * read * record)
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cpus = os.cpu_count() or 1
     batch = w.P3_BATCH * _p3_bytes(s)
-    mapping = 2 * cpus * (w.P3_BATCH * record + batch)
+    mapping = 2 * _cpus() * (w.P3_BATCH * record + batch)
     return slots + mapping + (prefetch.MAX_AUTOTUNE + 1) * batch
+
+
+def _cpus():
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _p4_in_flight(s):
+    """What P4's fused map+batch (``map_batch.py``) may hold: up to 2 x parallelism batches in flight
+    (parallelism up to one per CPU under AUTOTUNE), each its gathered uint8 input and its float32 output,
+    plus the batch the consumer holds (as P3's count has it)."""
+    pixels = w.P4_BATCH * s["p4_side"] ** 2 * 3
+    return 2 * _cpus() * pixels * (1 + 4) + pixels * 4
 
 
 P6_ROW_GROUP = 8192  # rows per Parquet row group, as bench/data.py's write_parquet writes them
@@ -222,8 +234,7 @@ PIPELINES = {
                    _p3_in_flight, tunable=True,
                    vectorized=p3_vectorized),
     "P4": Pipeline("P4", "numpy map: flip + normalise (seeded), parallel -> batch(128)", "img", p4,
-                   baselines.p4, lambda s: s["p4_side"] ** 2 * 3 * 4,
-                   lambda s: 4 * w.P4_BATCH * s["p4_side"] ** 2 * 3 * 5, tunable=True,
+                   baselines.p4, lambda s: s["p4_side"] ** 2 * 3 * 4, _p4_in_flight, tunable=True,
                    vectorized=p4_vectorized),
     "P5": Pipeline("P5", "Python map: tokenize lines, process workers -> batch(256)", "line", p5, baselines.p5,
                    lambda s: w.P5_LENGTH * 4, lambda s: 8 * w.P5_BATCH * (w.P5_LENGTH * 4 + 300),
