@@ -35,6 +35,10 @@ def parse_args(argv):
     p.add_argument("--only", default=",".join(suite.ORDER + [FORMATS.lower()]),
                    help="pipelines to run, e.g. P1,P3; 'formats': the reader section (default: all)")
     p.add_argument("--repeats", type=int, help="timed repetitions after one warm-up (default 5, 3 with --quick)")
+    p.add_argument("--autotune-repeats", type=int,
+                   help="repetitions of jaxfeed's contenders in the pipelines with an AUTOTUNE check (P3-P5), "
+                        "whose settings differ by less than this machine's noise (default 9, 5 with --quick; "
+                        "never fewer than --repeats; peers there keep --repeats)")
     p.add_argument("--max-seconds", type=float,
                    help="stop a repetition after this long and rate the prefix (default 2, 1 with --quick)")
     p.add_argument("--out", default="bench-results", help="folder for bench.json / bench.txt / bench.png")
@@ -48,6 +52,7 @@ def parse_args(argv):
     args.peer_python = runner.resolve_python(args.peer_python)
     args.scale = args.scale or ("quick" if args.quick else "full")
     args.repeats = args.repeats or (3 if args.quick else 5)
+    args.autotune_repeats = max(args.repeats, args.autotune_repeats or (5 if args.quick else 9))
     args.max_seconds = args.max_seconds or (1.0 if args.quick else 2.0)
     args.only = [k.strip().upper() for k in args.only.split(",") if k.strip()]
     unknown = [k for k in args.only if k not in suite.ORDER and k != FORMATS]
@@ -127,9 +132,10 @@ def plan(args, d, peers, results):
                         continue
                     for variant, info in ready["variants"].items():
                         label = f"{server.name}: {variant}"
-                        contenders[label] = (runner.PeerVariant(server, variant), rows_of)
+                        contenders[label] = (runner.PeerVariant(server, variant, args.repeats), rows_of)
                         kinds[label], extra[label] = "peer", dict(info, version=ready.get("version"))
-                measured = r.group(contenders, epoch=workloads.epoch_elements(key, sizes))
+                repeats = args.autotune_repeats if any(k == "sweep" for k in kinds.values()) else args.repeats
+                measured = r.group(contenders, repeats, epoch=workloads.epoch_elements(key, sizes))
             finally:
                 for server in servers:
                     server.close()
@@ -242,7 +248,8 @@ def main(argv=None) -> int:
     peers = select_peers(args, log=lambda m: print(m, file=sys.stderr))
     results = {"meta": {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "scale": args.scale, "sizes": d.sizes, "repeats": args.repeats, "warmup": 1,
+        "scale": args.scale, "sizes": d.sizes, "repeats": args.repeats,
+        "autotune_repeats": args.autotune_repeats, "warmup": 1,
         "max_seconds_per_repeat": args.max_seconds, "cpus": os.cpu_count(), "python": sys.version.split()[0],
         "platform": platform.platform(), "data_dir": path, "tfrecord_writer": d.meta.get("tfrecord_writer"),
         "peers": peers, "peer_python": args.peer_python if peers else None,

@@ -109,17 +109,18 @@ TIMES = ("jaxfeed_ttfb", "hand_ttfb")  # selectors of times, not rates: compared
 
 
 def paired_ratio(run_a, a, run_b, b):
-    """Median over repetitions of figure a / figure b within each repetition, or None where the two runs'
-    repetitions do not line up. ``a`` / ``b`` are figures proportional to the runs' rates (elements/s, MB/s):
-    each repetition's figure is its rate scaled as the figure is to the median rate."""
+    """Median over repetitions of figure a / figure b within each repetition, or None where the runs have no
+    per-repetition rates. Repetitions line up from the first (a group's repetition i of every contender ran
+    back to back; one that ran fewer, a peer in an AUTOTUNE group, ran the first ones). ``a`` / ``b`` are
+    figures proportional to the runs' rates (elements/s, MB/s): each repetition's figure is its rate
+    scaled as the figure is to the median rate."""
     if not run_a or not run_b:
         return None
     xs, ys = run_a.get("rates"), run_b.get("rates")
-    if not xs or not ys or len(xs) != len(ys) or not run_a.get("median") or not run_b.get("median"):
+    if not xs or not ys or not run_a.get("median") or not run_b.get("median") or not all(ys):
         return None
     scale = (a / run_a["median"]) / (b / run_b["median"])
-    ratios = [x / y * scale for x, y in zip(xs, ys) if y > 0]
-    return statistics.median(ratios) if len(ratios) == len(xs) else None
+    return statistics.median(x / y * scale for x, y in zip(xs, ys))
 
 
 def _ratio_of(runs, a, a_label, b, b_label, paired=True):
@@ -181,6 +182,10 @@ def compute_targets(results) -> list:
                 best = max(sweep, key=lambda k: sweep[k]["median"])  # the best setting by its median
                 v, how = _ratio_of(p["runs"], jf["median"], "jaxfeed", sweep[best]["median"], best)
                 entry.update(status=_verdict(v, ">=", AUTOTUNE_MIN), value=v, detail=f"AUTOTUNE vs {best}{how}")
+                firsts = (jf.get("first_epoch_rate"), sweep[best].get("first_epoch_rate"))
+                if all(firsts):  # the warm-up, where AUTOTUNE starts from scratch: one sample, shown only
+                    entry["first_epoch"] = firsts[0] / firsts[1]
+                    entry["detail"] += f"; first epoch, tuning from scratch: {entry['first_epoch']:.2f}"
             else:
                 entry.update(status="n/a", value=None, detail=_why(jf, "jaxfeed") if not _ok(jf) else "no setting ran")
             out.append(entry)

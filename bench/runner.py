@@ -66,10 +66,12 @@ class Runner:
         A missing jaxfeed part (at build time or first use) is a skip; any other failure an error; either
         way the other contenders go on.
         """
-        out, reps, rss = {}, {label: [] for label in contenders}, {}
+        out, reps, rss, first_epoch = {}, {label: [] for label in contenders}, {}, {}
         live = dict(contenders)
         for rep in range(-self.warmup, repeats or self.repeats):
             for label, (make, count, *_) in list(live.items()):
+                if getattr(make, "repeats", None) is not None and rep >= make.repeats:
+                    continue
                 try:
                     if isinstance(make, PeerVariant):  # its memory is another process's
                         run, reset = make.once(), False
@@ -86,6 +88,8 @@ class Runner:
                     del live[label]
                     continue
                 if rep < 0:
+                    if rep == -1:  # the last warm-up: a first epoch (AUTOTUNE tunes from scratch in it)
+                        first_epoch[label] = run
                     continue
                 reps[label].append(run)
                 if reset and before is not None and peak is not None:
@@ -95,6 +99,8 @@ class Runner:
             r = timing.summarize(reps[label], own_epoch[0] if own_epoch else epoch)
             if label in rss:
                 r["rss_delta"] = rss[label]
+            if label in first_epoch:
+                r["first_epoch_rate"] = timing.epoch_rate(first_epoch[label], own_epoch[0] if own_epoch else epoch)
             r["status"] = "ok"
             out[label] = r
         return out
@@ -219,10 +225,11 @@ class PeerServer:
 
 
 class PeerVariant:
-    """A ``Runner.group`` contender timed in a peer's process: ``once()`` instead of a local iterable."""
+    """A ``Runner.group`` contender timed in a peer's process: ``once()`` instead of a local iterable;
+    ``repeats``: at most this many timed repetitions (the group's first ones), however many the group runs."""
 
-    def __init__(self, server, variant):
-        self.server, self.variant = server, variant
+    def __init__(self, server, variant, repeats=None):
+        self.server, self.variant, self.repeats = server, variant, repeats
 
     def once(self) -> dict:
         return self.server.once(self.variant)

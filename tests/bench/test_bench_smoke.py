@@ -52,8 +52,11 @@ def test_table_prints_min_median_max_and_the_targets(tiny_run):
 
 def test_autotune_check_runs_hand_picked_settings(tiny_run):
     out, _ = tiny_run
-    runs = json.loads((out / "bench.json").read_text())["pipelines"]["P4"]["runs"]
+    results = json.loads((out / "bench.json").read_text())
+    runs = results["pipelines"]["P4"]["runs"]
     assert {f"jaxfeed num_parallel_calls={n}" for n in bench_main.SWEEP} <= set(runs)
+    check = next(t for t in results["targets"] if t["pipeline"] == "P4" and t["target"].startswith("AUTOTUNE"))
+    assert check["first_epoch"] > 0 and "first epoch, tuning from scratch" in check["detail"]
 
 
 def test_hand_loops_do_the_same_work_as_the_pipelines(tmp_path):
@@ -125,14 +128,17 @@ def test_targets_are_ratios_with_verdicts():
 
 def test_targets_pair_repetitions_that_ran_back_to_back():
     """The machine's speed changes from one repetition to the next; the paired ratio is the median of the
-    ratios within each repetition (2.0 here), not the ratio of the medians (80 / 50); runs that do not
-    line up fall back to the medians."""
+    ratios within each repetition (2.0 here), not the ratio of the medians (80 / 50); a run of fewer
+    repetitions pairs with the first ones; runs without per-repetition rates fall back to the medians."""
     runs = {"jaxfeed": {"kind": "jaxfeed", "status": "ok", "median": 80.0, "rates": [100, 40, 300, 60, 80]},
             "hand loop": {"kind": "baseline", "status": "ok", "median": 50.0, "rates": [50, 20, 100, 60, 40]}}
     t = {x["target"]: x for x in report.compute_targets({"pipelines": {"P2": {"runs": runs}}})}
     assert t["jaxfeed / hand loop"]["value"] == pytest.approx(2.0)
     assert "paired; of medians 1.60" in t["jaxfeed / hand loop"]["detail"]
-    runs["hand loop"]["rates"] = [50, 20, 100, 60]  # a contender that stopped early: no pairing
+    runs["hand loop"]["rates"] = [50, 20, 100]  # ran the first three repetitions only (a peer in P3-P5)
+    t = {x["target"]: x for x in report.compute_targets({"pipelines": {"P2": {"runs": runs}}})}
+    assert t["jaxfeed / hand loop"]["value"] == pytest.approx(2.0)  # ratios 2, 2, 3
+    del runs["hand loop"]["rates"]  # no per-repetition figures: the medians
     t = {x["target"]: x for x in report.compute_targets({"pipelines": {"P2": {"runs": runs}}})}
     assert t["jaxfeed / hand loop"]["value"] == pytest.approx(1.6)
     assert "paired" not in t["jaxfeed / hand loop"]["detail"]
@@ -211,10 +217,10 @@ def test_served_peer_takes_turns_with_local_contenders(tmp_path, monkeypatch):
             return iter([[0] * 10])
 
         out = runner.Runner(repeats=3, warmup=1).group({
-            "local": (local, len), "fake: ok": (runner.PeerVariant(server, "ok"), len),
+            "local": (local, len), "fake: ok": (runner.PeerVariant(server, "ok", repeats=2), len),
             "fake: boom": (runner.PeerVariant(server, "boom"), len)})
-        assert log.read_text().split() == ["local", "peer"] * 4
-        assert out["fake: ok"]["status"] == "ok" and out["fake: ok"]["elements"] == [5, 5, 5]
+        assert log.read_text().split() == ["local", "peer"] * 3 + ["local"]  # the peer: its first 2 only
+        assert out["fake: ok"]["status"] == "ok" and out["fake: ok"]["elements"] == [5, 5]
         assert out["fake: boom"]["status"] == "error" and "peer variant failed" in out["fake: boom"]["reason"]
         assert out["local"]["elements"] == [10, 10, 10]
         with pytest.raises(runner.PeerError, match="exit 3"):
