@@ -2,7 +2,8 @@
 
 Runs in its own process (``python -m jaxfeed.bench.distributed <datadir>``), because the device count
 must be in ``XLA_FLAGS`` before JAX starts; the runner sets it. The baseline is P2's hand loop plus one
-``jax.device_put`` of each batch, split over the same devices. Prints one JSON line after a marker.
+``jax.device_put`` of each batch, split over the same devices; the two take turns repetition by repetition
+(``runner.Runner.group``). Prints one JSON line after a marker.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ def run(datadir, repeats, warmup, max_seconds) -> dict:
     import numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-    from . import baselines, data, suite, timing
+    from . import baselines, data, runner, suite
+    from .workloads import rows_of
 
     d = data.Loaded(datadir)
     out = {"devices": len(jax.devices()), "runs": {}}
@@ -60,31 +62,26 @@ def run(datadir, repeats, warmup, max_seconds) -> dict:
             if len(batch) % len(jax.devices()) == 0:
                 yield jax.block_until_ready(jax.device_put(batch, sharding))
 
-    out["runs"]["hand loop"] = dict(
-        timing.measure(hand, repeats=repeats, warmup=warmup, max_seconds=max_seconds,
-                       epoch=len(d.rows) // 256 * 256), kind="baseline",
-        status="ok")
+    contenders = {"hand loop": (hand, rows_of, len(d.rows) // 256 * 256)}
     try:
         strategy = _strategy()
     except LookupError as e:
+        strategy = None
         out["runs"]["jaxfeed"] = {"kind": "jaxfeed", "status": "skipped", "reason": str(e)}
-        return out
+    built = []
 
-    def distributed():
-        dist = strategy.experimental_distribute_dataset(suite.p2(d))
-        for batch in dist:
+    def distributed():  # one distributed dataset, iterated once per repetition (an epoch), as P1-P6 do
+        if not built:
+            built.append(strategy.experimental_distribute_dataset(suite.p2(d)))
+        for batch in built[0]:
             yield jax.block_until_ready(batch)
 
-    try:
-        r = timing.measure(distributed, repeats=repeats, warmup=warmup, max_seconds=max_seconds, count=_rows,
-                           epoch=len(d.rows))
-        out["runs"]["jaxfeed"] = dict(r, kind="jaxfeed", status="ok")
-    except Exception as e:  # noqa: BLE001
-        from .runner import describe_error, missing_part
-
-        missing = missing_part(e)
-        out["runs"]["jaxfeed"] = {"kind": "jaxfeed", "status": "skipped" if missing else "error",
-                                  "reason": missing or describe_error(e)}
+    if strategy is not None:
+        contenders["jaxfeed"] = (distributed, _rows, len(d.rows))
+    kinds = {"hand loop": "baseline", "jaxfeed": "jaxfeed"}
+    measured = runner.Runner(repeats=repeats, warmup=warmup, max_seconds=max_seconds).group(contenders)
+    for label, r in measured.items():  # taking turns, repetition by repetition, as every group does
+        out["runs"][label] = dict(r, kind=kinds[label])
     return out
 
 

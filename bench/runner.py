@@ -59,7 +59,8 @@ class Runner:
     def group(self, contenders, repeats=None, epoch=None):
         """Time several pipelines here, interleaved: after one warm-up each, repetition i of every
         contender runs before repetition i + 1 of any, so a change of machine load (other processes)
-        falls on all of them alike. ``contenders``: {label: (make_iterable, count)}, where make_iterable
+        falls on all of them alike; each repetition starts one contender further along, so none always
+        runs right after the same one (a peer whose worker processes are still exiting, say). ``contenders``: {label: (make_iterable, count)}, where make_iterable
         may be a ``PeerVariant`` (timed in its peer's process); ``epoch``: elements in an epoch (to
         project cut-short runs; see ``timing``).
 
@@ -69,7 +70,11 @@ class Runner:
         out, reps, rss, first_epoch = {}, {label: [] for label in contenders}, {}, {}
         live = dict(contenders)
         for rep in range(-self.warmup, repeats or self.repeats):
-            for label, (make, count, *_) in list(live.items()):
+            order = list(live.items())
+            turn = max(rep, 0) % max(1, len(order))  # each repetition starts with the next contender: none
+            for label, (make, count, *_) in order[turn:] + order[:turn]:  # always follows the same one
+                if label not in live:
+                    continue
                 if getattr(make, "repeats", None) is not None and rep >= make.repeats:
                     continue
                 try:

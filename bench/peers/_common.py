@@ -103,8 +103,22 @@ def serve(module, args) -> int:
             out = timing.once(built[name][0], args.max_seconds)
         except Exception as e:  # noqa: BLE001 - this variant failed; the bench stops asking for it
             out = {"error": _describe(e)}
+        _settle()
         _emit(out, RUN)
     return 0
+
+
+def _settle(timeout=5.0):
+    """After a repetition, before answering: collect the iterator and wait for its worker processes to exit,
+    so they do not run on into the next contender's repetition."""
+    import gc
+    import multiprocessing
+    import time
+
+    gc.collect()
+    deadline = time.monotonic() + timeout
+    while multiprocessing.active_children() and time.monotonic() < deadline:  # (also joins the exited)
+        time.sleep(0.01)
 
 
 def _describe(e) -> str:

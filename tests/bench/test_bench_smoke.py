@@ -219,7 +219,8 @@ def test_served_peer_takes_turns_with_local_contenders(tmp_path, monkeypatch):
         out = runner.Runner(repeats=3, warmup=1).group({
             "local": (local, len), "fake: ok": (runner.PeerVariant(server, "ok", repeats=2), len),
             "fake: boom": (runner.PeerVariant(server, "boom"), len)})
-        assert log.read_text().split() == ["local", "peer"] * 3 + ["local"]  # the peer: its first 2 only
+        # warm-up, then repetitions 0-2, each starting one contender further along; the peer: 2 only
+        assert log.read_text().split() == ["local", "peer", "local", "peer", "peer", "local", "local"]
         assert out["fake: ok"]["status"] == "ok" and out["fake: ok"]["elements"] == [5, 5]
         assert out["fake: boom"]["status"] == "error" and "peer variant failed" in out["fake: boom"]["reason"]
         assert out["local"]["elements"] == [10, 10, 10]
