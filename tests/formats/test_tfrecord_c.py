@@ -278,3 +278,44 @@ def test_a_bad_length_after_records_of_the_same_read_leaves_the_offset_after_the
     out = assert_same(path, monkeypatch, block_size=30)
     assert payloads(out) == records[:-1]
     assert out[-1][1:] == (last, False)  # reader.offset is the bad header's; the file is done
+
+
+def test_a_closed_readers_buffer_is_reused_and_never_leaks_its_records(tmp_path, monkeypatch):
+    """The next reader takes a closed reader's read buffer, still holding the old file's bytes: its records
+    are its own file's, whether the old reader finished or stopped mid-file, and few buffers are kept."""
+    monkeypatch.setattr(tfrecord, "_spare_buffers", [])
+    monkeypatch.setattr(tfrecord, "_split_records", C_PATH)
+    files = []
+    for i in range(6):
+        path = str(tmp_path / f"f{i}.tfrecord")
+        with open(path, "wb") as f:  # files of different lengths and record sizes: stale bytes would show
+            f.write(b"".join(tfrecord.frame(bytes([i]) * (100 + 37 * i + j % 50)) for j in range(3000 + 500 * i)))
+        files.append(path)
+
+    def read(path, stop=None):
+        reader = tfrecord.RecordReader(fs.open_stream(path), path)
+        got = []
+        try:
+            while stop is None or len(got) < stop:
+                block, _, error = reader.read_block()
+                assert error is None
+                if not block:
+                    break
+                got.extend(block)
+        finally:
+            reader.close()
+        return got
+
+    expected = [[bytes([i]) * (100 + 37 * i + j % 50) for j in range(3000 + 500 * i)] for i in range(6)]
+    assert read(files[5], stop=10) == expected[5][:len(read(files[5], stop=10))]  # stopped mid-file
+    assert tfrecord._spare_buffers  # it handed its buffer on
+    for i in range(6):
+        assert read(files[i]) == expected[i]
+    readers = [tfrecord.RecordReader(fs.open_stream(p), p) for p in files]  # more open at once than spares
+    for r in readers:
+        assert r.read_block()[0]
+    for r in readers:
+        r.close()
+    assert len(tfrecord._spare_buffers) == tfrecord.SPARE_BUFFERS
+    ds = TFRecordDataset(files, num_parallel_reads=3)  # readers on threads, taking and handing back buffers
+    assert sorted(bytes(x) for x in ds) == sorted(sum(expected, []))
