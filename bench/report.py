@@ -13,9 +13,11 @@ A target's ``value`` is a ratio of two figures measured in the same run: the med
 of the ratio within each repetition (``paired``), where both figures come from contenders that took turns
 repetition by repetition (every figure of a pipeline's group: jaxfeed, hand loops, settings, peers), else
 the ratio of the two medians. Repetition i of every contender runs back to back, so a paired ratio cancels
-the machine's drift between repetitions; the ratio of the medians is shown beside it. Where a pipeline has more than one
-jaxfeed form (``jaxfeed``: the map per element; ``jaxfeed (vectorized)``: the same map declared
-``vectorized=True``), a target is judged on the best form for it and ``forms`` holds every form's ratio.
+the machine's drift between repetitions; the ratio of the medians is shown beside it.
+
+Where a pipeline has more than one jaxfeed form (``jaxfeed``: the map per element; ``jaxfeed (vectorized)``:
+the same map declared ``vectorized=True``), a target is judged on the best form for it and ``forms`` holds
+every form's ratio.
 Targets marked ``judged=False`` are shown for context only (status ``info``).
 """
 

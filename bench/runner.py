@@ -60,9 +60,10 @@ class Runner:
         """Time several pipelines here, interleaved: after one warm-up each, repetition i of every
         contender runs before repetition i + 1 of any, so a change of machine load (other processes)
         falls on all of them alike; each repetition starts one contender further along, so none always
-        runs right after the same one (a peer whose worker processes are still exiting, say). ``contenders``: {label: (make_iterable, count)}, where make_iterable
-        may be a ``PeerVariant`` (timed in its peer's process); ``epoch``: elements in an epoch (to
-        project cut-short runs; see ``timing``).
+        runs right after the same one (a peer whose worker processes are still exiting, say).
+        ``contenders``: {label: (make_iterable, count)}, where make_iterable may be a ``PeerVariant``
+        (timed in its peer's process); ``epoch``: elements in an epoch (to project cut-short runs; see
+        ``timing``).
 
         A missing jaxfeed part (at build time or first use) is a skip; any other failure an error; either
         way the other contenders go on.
