@@ -99,11 +99,11 @@ def plan(args, d, peers, results):
             "title": spec.title, "unit": spec.unit, "runs": {}, "tunable": spec.tunable,
             "element_bytes": spec.element_bytes(sizes), "in_flight_bytes": spec.in_flight(sizes)}
         runs = entry["runs"]
-        contenders = {"jaxfeed": (epochs_of(lambda spec=spec: spec.make(d, None)), rows_of),
+        contenders = {"jaxfeed": (runner.epochs_of(lambda spec=spec: spec.make(d, None)), rows_of),
                       "hand loop": (lambda spec=spec: spec.baseline(d), rows_of)}
         kinds = {"jaxfeed": "jaxfeed", "hand loop": "baseline"}
         if spec.vectorized is not None:
-            contenders[VECTORIZED] = (epochs_of(lambda spec=spec: spec.vectorized(d, None)), rows_of)
+            contenders[VECTORIZED] = (runner.epochs_of(lambda spec=spec: spec.vectorized(d, None)), rows_of)
             kinds[VECTORIZED] = "jaxfeed"
         for label, make in spec.extra_baselines.items():
             contenders[label] = (lambda make=make: make(d), rows_of)
@@ -112,12 +112,12 @@ def plan(args, d, peers, results):
             contenders["raw read()"] = (lambda: suite.baselines.p3_raw_read(d), lambda nbytes: nbytes,
                                         sum(os.path.getsize(f) for f in d.tfrecord_files))
             kinds["raw read()"] = "raw"
-            contenders[READ_STAGE] = (epochs_of(lambda: suite.p3_read_stage(d)), rows_of)
+            contenders[READ_STAGE] = (runner.epochs_of(lambda: suite.p3_read_stage(d)), rows_of)
             kinds[READ_STAGE] = "read_stage"
         if spec.tunable and not args.no_autotune_check:
             for npc in SWEEP:
                 label = f"jaxfeed num_parallel_calls={npc}"
-                contenders[label] = (epochs_of(lambda spec=spec, npc=npc: spec.make(d, npc)), rows_of)
+                contenders[label] = (runner.epochs_of(lambda spec=spec, npc=npc: spec.make(d, npc)), rows_of)
                 kinds[label] = "sweep"
 
         def local(key=key, runs=runs, contenders=contenders, kinds=kinds):
@@ -151,20 +151,6 @@ def plan(args, d, peers, results):
                       + (f", {', '.join(peers)}" if peers else ""), local))
         tasks.append((f"{key} jaxfeed peak memory", lambda key=key, entry=entry: _memory(args, d, key, entry)))
     return tasks
-
-
-def epochs_of(build):
-    """A contender's ``make_iterable`` that builds its Dataset on the first call and returns that one after:
-    each repetition is the next epoch of one Dataset, as in a training loop (the peers, too, build once
-    and iterate per repetition). A build that fails fails every repetition, as a fresh build would."""
-    built = []
-
-    def make():
-        if not built:
-            built.append(build())
-        return built[0]
-
-    return make
 
 
 def _add_mbps(key, run, sizes):

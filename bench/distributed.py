@@ -68,12 +68,10 @@ def run(datadir, repeats, warmup, max_seconds) -> dict:
     except LookupError as e:
         strategy = None
         out["runs"]["jaxfeed"] = {"kind": "jaxfeed", "status": "skipped", "reason": str(e)}
-    built = []
+    dataset = runner.epochs_of(lambda: strategy.experimental_distribute_dataset(suite.p2(d)))
 
     def distributed():  # one distributed dataset, iterated once per repetition (an epoch), as P1-P6 do
-        if not built:
-            built.append(strategy.experimental_distribute_dataset(suite.p2(d)))
-        for batch in built[0]:
+        for batch in dataset():
             yield jax.block_until_ready(batch)
 
     if strategy is not None:

@@ -112,6 +112,20 @@ class Runner:
         return out
 
 
+def epochs_of(build):
+    """A contender's ``make_iterable`` that builds its Dataset on the first call and returns that one after:
+    each repetition is the next epoch of one Dataset, as in a training loop (the peers, too, build once
+    and iterate per repetition). A build that fails fails every repetition, as a fresh build would."""
+    built = []
+
+    def make():
+        if not built:
+            built.append(build())
+        return built[0]
+
+    return make
+
+
 # ---------------------------------------------------------------------------------------------- peers
 _SHIM = None
 

@@ -191,12 +191,10 @@ def _p3_in_flight(s):
 
 
 def _cpus():
-    import os
+    """CPUs a pipeline may use by default: AUTOTUNE's parallelism bound (``IteratorContext.cpu_count``)."""
+    from jaxfeed.pipeline.iterators.context import IteratorContext
 
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
+    return IteratorContext().cpu_count
 
 
 def _p4_in_flight(s):

@@ -14,9 +14,12 @@ runs the same Python function as jaxfeed, for P5's target) and ``crc`` (whether 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
+import multiprocessing
 import os
 import sys
+import time
 import traceback
 
 from .. import timing
@@ -111,10 +114,6 @@ def serve(module, args) -> int:
 def _settle(timeout=5.0):
     """After a repetition, before answering: collect the iterator and wait for its worker processes to exit,
     so they do not run on into the next contender's repetition."""
-    import gc
-    import multiprocessing
-    import time
-
     gc.collect()
     deadline = time.monotonic() + timeout
     while multiprocessing.active_children() and time.monotonic() < deadline:  # (also joins the exited)

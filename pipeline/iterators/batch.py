@@ -85,8 +85,8 @@ class BatchIterator(Iterator):
         if len(batches) == 1:
             return batches[0]
         if not all(structure.same_structure(batches[0], b) for b in batches[1:]):
-            return stack_fast([row for b in batches for row in structure.unstack_rows(b, structure.batched_len(b))],
-                              what)
+            rows = [row for b in batches for row in structure.unstack_rows(b, structure.batched_len(b))]
+            return stack_fast(rows, what)
         queue = RowQueue(what)
         for b in batches:
             queue.push(b)

@@ -236,7 +236,8 @@ def test_batch_over_process_map_equals_batch_over_a_plain_map(size, drop):
         want = list(ds.map(fn).batch(size, drop_remainder=drop))
         assert_elements_equal(got, want)
         for batch in got:
-            for leaf in (batch.values() if isinstance(batch, dict) else batch if isinstance(batch, tuple) else [batch]):
+            leaves = batch.values() if isinstance(batch, dict) else batch if isinstance(batch, tuple) else [batch]
+            for leaf in leaves:
                 assert leaf.flags.writeable
     assert our_segments() == set()
 
