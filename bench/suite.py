@@ -163,7 +163,8 @@ def _p3_in_flight(s):
       ``interleave.READ_AHEAD``, or ``READ_BYTES`` worth of large records), and its TFRecord reader
       (``formats/tfrecord.py``) holds its read buffer -- the C walker's reused one, ``REUSED_BLOCK_SIZE`` +
       ``TAIL_COPY``, else a ``BLOCK_SIZE`` block -- plus the records split out of that block, which the
-      reader's list keeps until its next block; and up to ``SPARE_BUFFERS`` closed readers' buffers;
+      reader's list keeps until its next block; and up to ``SPARE_BUFFERS`` closed readers' buffers and
+      the C walker's ring of payload objects kept for reuse (``RING_BYTES``, ``formats/_tfrecord_c.c``);
     - the fused map+batch (``map_batch.py``): up to 2 x parallelism batches in flight, parallelism up to
       one per CPU under AUTOTUNE, each its 256 input records and its output arrays;
     - prefetch(AUTOTUNE) (``prefetch.py``): up to ``MAX_AUTOTUNE`` batches, plus the batch the consumer
@@ -183,8 +184,11 @@ def _p3_in_flight(s):
     split = buffer // (payload + tfrecord.FRAMING) * record
     read = max(1, min(interleave.READ_AHEAD, interleave.READ_BYTES // payload))
     slots = 2 * w.P3_CYCLE * (buffer + split + (parallel_interleave.READ_DEPTH + 1) * read * record)
-    if tfrecord._split_records is not None:  # closed readers' buffers kept for the next ones
-        slots += tfrecord.SPARE_BUFFERS * buffer
+    if tfrecord._split_records is not None:  # closed readers' buffers kept for the next ones, and the
+        from jaxfeed.formats import _tfrecord_c  # payload objects the walker holds for reuse
+
+        ring = _tfrecord_c.RING_BYTES + _tfrecord_c.RING_ITEMS * sys.getsizeof(b"")
+        slots += tfrecord.SPARE_BUFFERS * buffer + ring
     batch = w.P3_BATCH * _p3_bytes(s)
     mapping = 2 * _cpus() * (w.P3_BATCH * record + batch)
     return slots + mapping + (prefetch.MAX_AUTOTUNE + 1) * batch

@@ -18,7 +18,9 @@ MiB here, faster than 1 MiB, and kinder to the caches); the C path reads 512 KiB
 Where the optional C extension ``_tfrecord_c`` is built (``formats/_tfrecord_c.c``), ``RecordReader`` hands
 steps 1-2 to its ``split_records``: one C call per block walks the headers, checks both CRCs (SSE4.2
 where the CPU has it) and makes the payload bytes objects, stopping at the first incomplete or damaged
-record exactly where the Python path does, so records, offsets and errors are the same.
+record exactly where the Python path does, so records, offsets and errors are the same. It reuses the
+bytes objects of records the consumer has dropped (a ring of the last few MiB it made; see the C file):
+a malloc and a free per record were ~15% of a read of 1 KiB records.
 ``JAXFEED_NO_C_EXT=1`` (at import) forces the Python path.
 
 Damage (tf.data's messages, reference section 11): a bad length CRC is "corrupted record at <offset> (Is

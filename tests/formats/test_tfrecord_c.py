@@ -319,3 +319,83 @@ def test_a_closed_readers_buffer_is_reused_and_never_leaks_its_records(tmp_path,
     assert len(tfrecord._spare_buffers) == tfrecord.SPARE_BUFFERS
     ds = TFRecordDataset(files, num_parallel_reads=3)  # readers on threads, taking and handing back buffers
     assert sorted(bytes(x) for x in ds) == sorted(sum(expected, []))
+
+
+def _write_records(path, records):
+    with open(path, "wb") as f:
+        f.write(b"".join(tfrecord.frame(r) for r in records))
+    return str(path)
+
+
+def _read_all(path):
+    reader = tfrecord.RecordReader(fs.open_stream(path), path)
+    got = []
+    try:
+        while True:
+            block, _, error = reader.read_block()
+            assert error is None
+            if not block:
+                return got
+            got.extend(block)
+    finally:
+        reader.close()
+
+
+def test_payload_objects_the_consumer_dropped_are_reused_with_their_new_contents_and_hash(tmp_path, monkeypatch):
+    """A record's bytes object that only the walker's ring still holds is rewritten for a later record of the
+    same size: the later record reads and hashes as its own bytes, never as the old ones."""
+    monkeypatch.setattr(tfrecord, "_split_records", C_PATH)
+    first = [bytes([1]) * 1000 + j.to_bytes(4, "little") for j in range(2000)]
+    second = [bytes([2]) * 1000 + j.to_bytes(4, "little") for j in range(2000)]
+    a, b = _write_records(tmp_path / "a.tfrecord", first), _write_records(tmp_path / "b.tfrecord", second)
+    _c.recycling(True)
+    got = _read_all(a)
+    assert got == first
+    old_ids = {id(r) for r in got}
+    for r in got:
+        hash(r)  # cache each hash: a reused object must not keep it
+    del got
+    before = _c.recycling()["reused"]
+    got = _read_all(b)
+    assert _c.recycling()["reused"] - before > 1000
+    assert got == second
+    assert any(id(r) in old_ids for r in got)
+    assert all(type(r) is bytes and hash(r) == hash(bytes(bytearray(r))) for r in got)
+    assert len({id(r) for r in got}) == len(got)  # one object per record, however many reused
+
+
+def test_records_still_referenced_anywhere_are_never_rewritten(tmp_path, monkeypatch):
+    """Records the consumer keeps -- in a list, through a memoryview or a numpy view of their bytes -- keep
+    their contents however many records are read after them."""
+    np = pytest.importorskip("numpy")
+    monkeypatch.setattr(tfrecord, "_split_records", C_PATH)
+    first = [bytes([7]) * 512 + j.to_bytes(4, "little") for j in range(3000)]
+    a = _write_records(tmp_path / "a.tfrecord", first)
+    b = _write_records(tmp_path / "b.tfrecord", [bytes([9]) * 516] * 20000)
+    _c.recycling(True)
+    got = _read_all(a)
+    kept = got[::3]
+    views = [memoryview(r) for r in got[1::3]]
+    arrays = [np.frombuffer(r, dtype=np.uint8) for r in got[2::3]]
+    del got
+    for _ in range(3):
+        assert len(_read_all(b)) == 20000
+    assert kept == first[::3]
+    assert [bytes(v) for v in views] == first[1::3]
+    assert [a.tobytes() for a in arrays] == first[2::3]
+
+
+def test_the_ring_is_bounded_and_lets_go_on_request(tmp_path, monkeypatch):
+    monkeypatch.setattr(tfrecord, "_split_records", C_PATH)
+    sizes = [1 + (j * 7919) % 3000 for j in range(20000)]  # varying sizes: few reuses, the ring fills
+    path = _write_records(tmp_path / "v.tfrecord", [bytes([j % 256]) * n for j, n in enumerate(sizes)])
+    _c.recycling(True)
+    kept = _read_all(path)
+    state = _c.recycling()
+    assert 0 < state["held"] <= 4096 and 0 < state["held_bytes"] <= 4 << 20
+    assert [len(r) for r in kept] == sizes and all(r == bytes([j % 256]) * len(r) for j, r in enumerate(kept))
+    _c.recycling(True)
+    assert _c.recycling()["held"] == 0 and _c.recycling()["held_bytes"] == 0
+    big = _write_records(tmp_path / "big.tfrecord", [b"x" * (1 << 17)] * 4)
+    assert _read_all(big) == [b"x" * (1 << 17)] * 4
+    assert _c.recycling()["held"] == 0  # records over 64 KiB are left to malloc
