@@ -23,7 +23,6 @@ are large: about ``READ_BYTES``).
 from __future__ import annotations
 
 import contextlib
-import itertools
 
 from .. import structure
 from .base import Iterator
@@ -129,10 +128,16 @@ class SlotCycle(Iterator):
     def _adapt(self, items: list) -> None:
         """Size reads by bytes (judged from a read's first element), so read-ahead of large elements --
         image records, decoded arrays -- stays bounded in memory and in the saved state."""
-        if items and type(items[0]) is not Failure:
-            size = sum(len(x) if isinstance(x, bytes) else getattr(x, "nbytes", 8)
-                       for x in structure.flatten(items[0]))
-            self._read = max(self._block_length, min(READ_AHEAD, READ_BYTES // max(size, 1)))
+        if not items:
+            return
+        first = items[0]
+        if type(first) is bytes:  # records, lines: the common case, without flattening a structure
+            size = len(first)
+        elif type(first) is Failure:
+            return
+        else:
+            size = sum(len(x) if isinstance(x, bytes) else getattr(x, "nbytes", 8) for x in structure.flatten(first))
+        self._read = max(self._block_length, min(READ_AHEAD, READ_BYTES // max(size, 1)))
 
     # ------------------------------------------------------------------ consumer
     def _advance(self):
@@ -161,8 +166,12 @@ class SlotCycle(Iterator):
             if not rounds or slot.failures:  # failures go through the element-by-element path
                 return
         n = rounds * B
-        if B == 1:
-            out.extend(itertools.chain.from_iterable(zip(*(slot.buffer[:n] for slot in order))))
+        if B == 1:  # strided slice assignments: list copies in C, ~3x faster than zip + chain
+            k = len(order)
+            woven = [None] * (n * k)
+            for j, slot in enumerate(order):
+                woven[j::k] = slot.buffer[:n]
+            out.extend(woven)
         else:
             for j in range(0, n, B):
                 for slot in order:
