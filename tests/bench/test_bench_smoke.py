@@ -55,6 +55,7 @@ def test_autotune_check_runs_hand_picked_settings(tiny_run):
     results = json.loads((out / "bench.json").read_text())
     runs = results["pipelines"]["P4"]["runs"]
     assert {f"jaxfeed num_parallel_calls={n}" for n in bench_main.SWEEP} <= set(runs)
+    assert runs[bench_main.TUNED]["kind"] == "tuned" and runs[bench_main.TUNED]["status"] == "ok"
     check = next(t for t in results["targets"] if t["pipeline"] == "P4" and t["target"].startswith("AUTOTUNE"))
     assert check["first_epoch"] > 0 and "first epoch, tuning from scratch" in check["detail"]
 
@@ -124,6 +125,23 @@ def test_targets_are_ratios_with_verdicts():
     assert t["jaxfeed / hand loop (Python ints)"]["value"] == pytest.approx(0.75)
     assert t["jaxfeed / hand loop (Python ints)"]["status"] == "pass"
     assert t["jaxfeed / torch DataLoader (0 workers)"]["value"] == pytest.approx(1.5)
+
+
+def test_the_autotune_check_pairs_autotune_with_the_settings_of_its_own_group():
+    """AUTOTUNE timed in the settings' group (kind ``tuned``) is what the check compares, repetition by
+    repetition, with the setting of the best median; the main group's jaxfeed run only where there is none."""
+    runs = {"jaxfeed": {"kind": "jaxfeed", "status": "ok", "median": 50.0, "rates": [50, 50, 50]},
+            "jaxfeed num_parallel_calls=AUTOTUNE": {"kind": "tuned", "status": "ok", "median": 90.0,
+                                                    "rates": [90, 60, 120]},
+            "jaxfeed num_parallel_calls=1": {"kind": "sweep", "status": "ok", "median": 100.0,
+                                             "rates": [100, 60, 150]},
+            "jaxfeed num_parallel_calls=2": {"kind": "sweep", "status": "ok", "median": 70.0, "rates": [70, 70, 70]}}
+    check = lambda: next(t for t in report.compute_targets({"pipelines": {"P4": {"runs": runs, "tunable": True}}})
+                         if t["target"].startswith("AUTOTUNE"))
+    assert check()["value"] == pytest.approx(0.9)  # ratios 0.9, 1.0, 0.8 against num_parallel_calls=1
+    assert "vs jaxfeed num_parallel_calls=1" in check()["detail"]
+    del runs["jaxfeed num_parallel_calls=AUTOTUNE"]
+    assert check()["value"] == pytest.approx(0.5)
 
 
 def test_targets_pair_repetitions_that_ran_back_to_back():
