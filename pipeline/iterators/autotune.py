@@ -1,6 +1,7 @@
 """AUTOTUNE: run-time sizing of parallelism and buffers by measured waiting and measured throughput.
 
-The algorithm (one ``Tuner`` per AUTOTUNE knob -- a parallel map's or an interleave's parallelism):
+The algorithm (one ``Tuner`` per AUTOTUNE knob -- the parallelism of a thread map, of an interleave, and
+the number of a process map's workers given tasks):
 
 1. The stage measures, only when it is autotuned, how long its consumer blocks waiting for it
    (``waited(seconds)``) and how many elements it delivers (``tick(delivered)``, once per delivered block).

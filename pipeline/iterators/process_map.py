@@ -7,6 +7,12 @@
 - Results come back pickled, big numpy leaves through a reusable slab (``shared_memory.SlabPool``).
 - Failures in the function arrive in their element's slot, with their type. A worker that dies is noticed
   while waiting (its process sentinel is waited on with the pipes): ``WorkerDiedError`` names it.
+- ``num_parallel_calls=AUTOTUNE`` starts one worker per CPU of ``Options.autotune.cpu_budget`` (or
+  ``execution.num_workers``, which pins the count) and an ``autotune.Tuner`` decides how many of them get
+  tasks: all at first (a function that holds the GIL is why one uses processes), a step down probed and
+  kept if the delivery rate holds without it -- a consumer with heavy work of its own on a small machine
+  -- and a step back up while the consumer waits for results. Processes are not started or stopped as it
+  moves: a worker left out finishes its tasks and idles.
 - ``get_state`` waits for the tasks in flight and keeps their results in the state (nothing lost or
   repeated). ``close`` -- also run by the context, by ``weakref.finalize`` on garbage collection and at
   interpreter exit -- stops the workers and unlinks every slab.
@@ -20,12 +26,14 @@ import multiprocessing
 import pickle
 import queue
 import threading
+import time
 import weakref
 from multiprocessing import connection
 
 from .. import structure
 from ..errors import WorkerDiedError
 from ..options import effective_deterministic
+from . import autotune
 from .blocks import Delivery, DeliveringIterator, Failure, StackedDelivery
 from .map import node_seeds
 from .shared_memory import SlabPool, unpack_leaves
@@ -183,6 +191,9 @@ class ProcessMapIterator(DeliveringIterator):
         self.deterministic = effective_deterministic(ctx.options, node.deterministic)
         npc = node.num_parallel_calls
         self.workers = npc if npc and npc > 0 else (ctx.options.execution.num_workers or ctx.cpu_count)
+        self._tuner = None  # AUTOTUNE: how many workers get tasks (see the module doc)
+        if npc is not None and npc < 0 and not ctx.options.execution.num_workers and autotune.enabled(ctx.options):
+            self._tuner = autotune.tuner_for(node, ctx, self.workers, self.workers)
         # Workers stack a failure-free block of like elements into one batch: one pickled array per leaf
         # instead of one per element (unpickling small arrays costs ~4 us each).
         self._stack = True
@@ -209,7 +220,7 @@ class ProcessMapIterator(DeliveringIterator):
     def _fill(self):
         if self._pool is None:
             self._start()
-        while not self._input_done and len(self._inflight) < DEPTH * self.workers:
+        while not self._input_done and len(self._inflight) < DEPTH * self.parallelism:
             try:
                 block = self.input.next_many(self._block)
             except Exception as e:  # noqa: BLE001 - an upstream error is delivered in its place
@@ -221,7 +232,7 @@ class ProcessMapIterator(DeliveringIterator):
             self._submit(block)
 
     def _submit(self, block):
-        w = min(range(self.workers), key=self._load.__getitem__)
+        w = min(range(self.parallelism), key=self._load.__getitem__)
         slab = self._pool.slabs.lend(w)
         task = _Task(next(self._ids), w, self._position, len(block), slab)
         message = (task.id, self._position, block, type(block[0]) is tuple, slab, self._seeds,
@@ -300,7 +311,14 @@ class ProcessMapIterator(DeliveringIterator):
         self._fill()
         if not self._inflight:
             return False
-        results, failed, tag = self._next_task().result
+        if self._tuner is None:
+            task = self._next_task()
+        else:  # the consumer's wait for results: the tuner's signal that more workers may pay
+            t0 = time.perf_counter()
+            task = self._next_task()
+            self._tuner.waited(time.perf_counter() - t0)
+            self._tuner.tick(task.size)
+        results, failed, tag = task.result
         if tag == STACKED:  # kept stacked: a batch above takes row slices (next_rows)
             self._ready = StackedDelivery(results[0])
         else:
@@ -309,7 +327,12 @@ class ProcessMapIterator(DeliveringIterator):
         return True
 
     def buffer_fill(self) -> float:
-        return len(self._inflight) / (DEPTH * self.workers)
+        return len(self._inflight) / (DEPTH * self.parallelism)
+
+    @property
+    def parallelism(self) -> int:
+        """Workers given tasks now: the tuned value under AUTOTUNE, else all of them."""
+        return self._tuner.value if self._tuner is not None else self.workers
 
     # ------------------------------------------------------------------ state and lifetime
     def children(self):
@@ -350,6 +373,8 @@ class ProcessMapIterator(DeliveringIterator):
         self._dead = None
 
     def close(self):
+        if self._tuner is not None:
+            self._tuner.close()
         self._shutdown()
         super().close()
 

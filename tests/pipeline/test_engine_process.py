@@ -9,8 +9,8 @@ import numpy as np
 import psutil
 import pytest
 
-from jaxfeed.pipeline import Dataset, Options, errors
-from jaxfeed.pipeline.iterators import shared_memory
+from jaxfeed.pipeline import AUTOTUNE, Dataset, Options, errors
+from jaxfeed.pipeline.iterators import autotune, process_map, shared_memory
 from jaxfeed.pipeline.testing import assert_elements_equal, assert_resumes_everywhere
 
 
@@ -272,3 +272,72 @@ def test_batch_over_process_map_resumes_everywhere():
     make = lambda: pmap(Dataset.range(50), tokens).batch(6)  # noqa: E731
     assert_resumes_everywhere(make, ks=[0, 1, 3, 8, 9])
     assert worker_children() == [] and our_segments() == set()
+
+
+def _process_map_of(it):
+    """The ProcessMapIterator in a started DatasetIterator's tree."""
+    todo = [it._it]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, process_map.ProcessMapIterator):
+            return node
+        todo.extend(node.children() + [getattr(node, "inner", None)] * hasattr(node, "inner"))
+    raise AssertionError("no process map in the tree")
+
+
+def autotuned(n, cpus=2, **opts):
+    options = Options()
+    options.autotune.cpu_budget = cpus
+    for name, value in opts.items():
+        setattr(options.execution if name == "num_workers" else options.autotune, name, value)
+    return Dataset.range(n).map(slow_first, num_parallel_calls=AUTOTUNE, executor="process").with_options(options)
+
+
+def test_autotune_starts_every_worker_and_gives_tasks_only_to_the_tuned_number():
+    """Under AUTOTUNE the workers start once, one per CPU of the budget, and the tuner decides how many get
+    tasks: all at first; after a step down the worker left out gets no new task, and the elements are the
+    plain map's whatever the value."""
+    it = iter(autotuned(600))
+    got = [int(next(it)) for _ in range(40)]
+    pm = _process_map_of(it)
+    assert pm.workers == 2 and len(pm._pool.procs) == 2 and pm.parallelism == 2
+    sent = []
+    send = pm._pool.send
+    pm._pool.send = lambda w, message: (sent.append(w), send(w, message))
+    pm._tuner.value = pm._tuner.maximum = 1  # as a kept step down leaves it (and no step back up)
+    got += [int(x) for x in it]
+    assert got == [slow_first(x) for x in range(600)]
+    assert sent and set(sent) == {0}
+    assert pm.parallelism == 1 and len(pm._pool.procs) == 2  # no process stopped
+
+
+def test_autotune_tells_the_tuner_every_delivery_and_the_consumers_waits(monkeypatch):
+    made = []
+
+    class Recording(autotune.Tuner):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            self.delivered, self.waits = 0, []
+            made.append(self)
+
+        def tick(self, delivered=0):
+            self.delivered += delivered
+            super().tick(delivered)
+
+        def waited(self, seconds):
+            self.waits.append(seconds)
+            super().waited(seconds)
+
+    monkeypatch.setattr(autotune, "Tuner", Recording)
+    assert [int(x) for x in autotuned(300)] == [slow_first(x) for x in range(300)]
+    assert len(made) == 1 and made[0].value <= 2 and made[0].maximum == 2
+    assert made[0].delivered == 300 and made[0].waits and all(w >= 0 for w in made[0].waits)
+
+
+@pytest.mark.parametrize("opts", [{"enabled": False}, {"num_workers": 2}])
+def test_autotune_off_or_a_pinned_worker_count_gives_every_worker_tasks(opts):
+    it = iter(autotuned(100, **opts))
+    next(it)
+    pm = _process_map_of(it)
+    assert pm._tuner is None and pm.parallelism == pm.workers == 2
+    assert [int(x) for x in it] == [slow_first(x) for x in range(1, 100)]
