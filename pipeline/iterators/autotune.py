@@ -29,8 +29,9 @@ the number of a process map's workers given tasks):
    training loop -- starts from them instead of from scratch. A step that failed keeps failing less often
    (its back-off doubles up to ``MAX_BACKOFF``), so a steady pipeline stops paying for probes after an
    epoch or two, and one whose machine gets busier or quieter is still probed every ``MAX_BACKOFF``
-   seconds at most. Knobs are matched by their node's place in the optimized graph; stages built inside an
-   interleave's function (one per input) start from scratch.
+   seconds at most. A probe that an epoch's end cuts short counts as failed for its back-off (the next
+   epoch would otherwise begin it again at the same point). Knobs are matched by their node's place in the
+   optimized graph; stages built inside an interleave's function (one per input) start from scratch.
 
 A tuner that is never told deliveries (``tick()`` with no count) has no rate to judge by and keeps every
 step it takes: the knob rises while the consumer waits, as in step 2, and never goes down.
@@ -221,7 +222,19 @@ class Tuner:
             self._down_after = min(MAX_BACKOFF, self._down_after * 2)
 
     def close(self) -> None:
-        """Give the probe token back (a closed stage must not block its siblings' tuning)."""
+        """Give the probe token back (a closed stage must not block its siblings' tuning). A probe cut short
+        -- the epoch ended in it -- has no verdict: the knob goes back, and the direction waits twice as long
+        before it is tried again, as after a failed probe. Otherwise the next epoch, starting from the same
+        back-off, would begin the same probe at the same point and never finish it."""
+        probe = self._probe
+        if probe is not None:
+            self._probe = None
+            if self.value > probe[0]:
+                self._retry_after = min(MAX_BACKOFF, self._retry_after * 2)
+            else:
+                self._down_after = min(MAX_BACKOFF, self._down_after * 2)
+            self.value = probe[0]
+            self._remember()
         self._token.release(self)
 
 

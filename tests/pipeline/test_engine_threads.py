@@ -166,6 +166,32 @@ def test_tuner_starts_from_what_the_previous_one_learned(one_tick_windows):
     assert autotune.Tuner(2, 1, clock=clock, learned=({"k": (3, 1.0, 1.0)}, "k")).value == 1  # within budget
 
 
+def test_a_probe_cut_short_by_the_end_of_an_epoch_is_not_begun_again_at_the_same_point(one_tick_windows):
+    """An epoch that ends during a probe leaves the knob where it was before the probe, and the next epoch
+    waits twice as long before that probe: epochs shorter than the back-off stop paying for it."""
+    clock = FakeClock()
+    store = {}
+    steady = lambda v: 10_000
+    starts = []
+    for epoch in range(6):
+        tuner = autotune.Tuner(2, 2, clock=clock, learned=(store, "k"))
+        start, began = clock.now, None
+        for _ in range(40):  # an epoch of 40 windows, 0.8 s: a step down is begun, then the epoch ends
+            run_windows(tuner, clock, 1, rate_at=steady, wait=False)
+            if tuner._probe is not None and began is None:
+                began = round(clock.now - start, 6)
+            if tuner._probe is not None and tuner._probe[2] == 0 and tuner._probe[4] > 0:
+                break  # cut short mid-judging
+        tuner.close()
+        assert tuner.value == 2 and tuner._probe is None
+        assert store["k"][0] == 2
+        starts.append(began)
+    assert starts[0] is not None and starts[1] is not None and starts[1] > starts[0]
+    assert starts[-1] is None  # the back-off outgrew the epoch: no probe begun at all
+    tuner = autotune.Tuner(2, 2, clock=clock, learned=(store, "k"))
+    assert tuner.value == 2 and store["k"][2] <= autotune.MAX_BACKOFF
+
+
 def test_a_failing_probe_is_retried_at_least_every_max_backoff(one_tick_windows):
     clock = FakeClock()
     tuner = autotune.Tuner(1, 2, clock=clock)
