@@ -15,8 +15,9 @@ in the AUTOTUNE check's group ``tuned`` (AUTOTUNE) and ``sweep`` (the hand-picke
 A target's ``value`` is a ratio of two figures measured in the same run: the median, over the repetitions,
 of the ratio within each repetition (``paired``), where both figures come from contenders that took turns
 repetition by repetition (a pipeline's main group: jaxfeed, hand loops, peers; the AUTOTUNE check's group:
-AUTOTUNE and the hand-picked settings), else the ratio of the two medians. Repetition i of every contender runs back to back, so a paired ratio cancels
-the machine's drift between repetitions; the ratio of the medians is shown beside it.
+AUTOTUNE and the hand-picked settings), else the ratio of the two medians. Repetition i of every contender
+runs back to back, so a paired ratio cancels the machine's drift between repetitions; the ratio of the
+medians is shown beside it.
 
 Where a pipeline has more than one jaxfeed form (``jaxfeed``: the map per element; ``jaxfeed (vectorized)``:
 the same map declared ``vectorized=True``), a target is judged on the best form for it and ``forms`` holds

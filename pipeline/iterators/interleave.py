@@ -136,7 +136,8 @@ class SlotCycle(Iterator):
         elif type(first) is Failure:
             return
         else:
-            size = sum(len(x) if isinstance(x, bytes) else getattr(x, "nbytes", 8) for x in structure.flatten(first))
+            size = sum(len(x) if isinstance(x, bytes) else getattr(x, "nbytes", 8)
+                       for x in structure.flatten(first))
         self._read = max(self._block_length, min(READ_AHEAD, READ_BYTES // max(size, 1)))
 
     # ------------------------------------------------------------------ consumer

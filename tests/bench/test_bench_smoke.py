@@ -135,7 +135,8 @@ def test_the_autotune_check_pairs_autotune_with_the_settings_of_its_own_group():
                                                     "rates": [90, 60, 120]},
             "jaxfeed num_parallel_calls=1": {"kind": "sweep", "status": "ok", "median": 100.0,
                                              "rates": [100, 60, 150]},
-            "jaxfeed num_parallel_calls=2": {"kind": "sweep", "status": "ok", "median": 70.0, "rates": [70, 70, 70]}}
+            "jaxfeed num_parallel_calls=2": {"kind": "sweep", "status": "ok", "median": 70.0,
+                                             "rates": [70, 70, 70]}}
     check = lambda: next(t for t in report.compute_targets({"pipelines": {"P4": {"runs": runs, "tunable": True}}})
                          if t["target"].startswith("AUTOTUNE"))
     assert check()["value"] == pytest.approx(0.9)  # ratios 0.9, 1.0, 0.8 against num_parallel_calls=1
