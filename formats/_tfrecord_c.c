@@ -357,8 +357,9 @@ static PyObject *split_records(PyObject *self, PyObject *args) {
         PyList_SET_ITEM(payloads, (Py_ssize_t)i, b);
     }
     /* Pass 2, GIL released: copy each payload into its bytes object, computing its CRC on the way (one
-     * read of the payload). The objects are reachable only from our list, so no other thread can see them
-     * half written; the buffer stays exported (unresizable) meanwhile. Other threads -- another file's
+     * read of the payload). The objects are reachable only from our list (and the recycling ring, which
+     * reuses nothing our list holds), so no other thread can see them half written; the buffer stays
+     * exported (unresizable) meanwhile. Other threads -- another file's
      * reader, the consumer -- run while this copies. */
     size_t bad = count;
     {
