@@ -129,6 +129,7 @@ def plan(args, d, peers, results):
 
         def local(key=key, runs=runs, contenders=contenders, kinds=kinds, tuning=tuning):
             contenders, kinds, extra = dict(contenders), dict(kinds), {}
+            epoch = workloads.epoch_elements(key, sizes)
             servers = [runner.PeerServer(args.peer_python, peer, key, d.path, args.max_seconds) for peer in peers]
             try:
                 for server in servers:  # all built before any timing starts: none loads while others run
@@ -142,12 +143,12 @@ def plan(args, d, peers, results):
                         contenders[label] = (runner.PeerVariant(server, variant, args.repeats), rows_of)
                         kinds[label], extra[label] = "peer", dict(info, version=ready.get("version"))
                 repeats = args.autotune_repeats if tuning else args.repeats
-                measured = r.group(contenders, repeats, epoch=workloads.epoch_elements(key, sizes))
+                measured = r.group(contenders, repeats, epoch=epoch)
             finally:
                 for server in servers:
                     server.close()
             if tuning:
-                measured.update(r.group(tuning, args.autotune_repeats, epoch=workloads.epoch_elements(key, sizes)))
+                measured.update(r.group(tuning, args.autotune_repeats, epoch=epoch))
             for label, res in measured.items():
                 runs[label] = dict(res, kind=kinds[label], **extra.get(label, {}))
                 if kinds[label] == "raw" and res["status"] == "ok":

@@ -46,17 +46,15 @@ def main(module, argv=None) -> int:
     try:
         out["version"] = module.version()
     except ImportError as e:
-        out["skipped"] = f"{module.NAME}: {e.name or e} is not installed in {sys.executable}"
+        out["skipped"] = _not_installed(module, e)
         _emit(out)
         return 0
-    with open(os.path.join(args.datadir, "meta.json")) as f:
-        sizes = json.load(f)["sizes"]
+    sizes = _sizes(args.datadir)
     paths = data_paths(args.datadir)
     for key in args.pipelines.split(","):
         build = module.PIPELINES.get(key)
         if build is None:
-            out["results"][key] = {"skipped": getattr(module, "UNSUPPORTED", {}).get(
-                key, f"no {module.NAME} version of {key} in this bench")}
+            out["results"][key] = {"skipped": _unsupported(module, key)}
             continue
         variants = {}
         try:
@@ -83,17 +81,14 @@ def serve(module, args) -> int:
     try:
         version = module.version()
     except ImportError as e:
-        _emit({"skipped": f"{module.NAME}: {e.name or e} is not installed in {sys.executable}"}, READY)
+        _emit({"skipped": _not_installed(module, e)}, READY)
         return 0
     build = module.PIPELINES.get(key)
     if build is None:
-        why = getattr(module, "UNSUPPORTED", {}).get(key, f"no {module.NAME} version of {key} in this bench")
-        _emit({"skipped": why, "version": version}, READY)
+        _emit({"skipped": _unsupported(module, key), "version": version}, READY)
         return 0
-    with open(os.path.join(args.datadir, "meta.json")) as f:
-        sizes = json.load(f)["sizes"]
     try:
-        built = build(sizes, data_paths(args.datadir))
+        built = build(_sizes(args.datadir), data_paths(args.datadir))
     except Exception as e:  # noqa: BLE001 - reported to the bench, which goes on without this peer
         _emit({"error": _describe(e), "version": version}, READY)
         return 0
@@ -109,6 +104,19 @@ def serve(module, args) -> int:
         _settle()
         _emit(out, RUN)
     return 0
+
+
+def _not_installed(module, e: ImportError) -> str:
+    return f"{module.NAME}: {e.name or e} is not installed in {sys.executable}"
+
+
+def _unsupported(module, key) -> str:
+    return getattr(module, "UNSUPPORTED", {}).get(key, f"no {module.NAME} version of {key} in this bench")
+
+
+def _sizes(datadir) -> dict:
+    with open(os.path.join(datadir, "meta.json")) as f:
+        return json.load(f)["sizes"]
 
 
 def _settle(timeout=5.0):

@@ -209,17 +209,17 @@ class Tuner:
             self.value = before
             self.reverts += 1
             self._retry_at = now + self._retry_after
-            self._retry_after = min(MAX_BACKOFF, self._retry_after * 2)
+            self._retry_after = _longer(self._retry_after)
         else:  # a step down: kept if the rate held (less parallelism for the same work)
             if measured is not None and measured >= base * (1 - HOLD):
                 self.lowers += 1
                 self._retry_at = now + self._retry_after
-                self._retry_after = min(MAX_BACKOFF, self._retry_after * 2)
+                self._retry_after = _longer(self._retry_after)
                 self._down_at = now + DOWN_AFTER
                 return
             self.value = before
             self._down_at = now + self._down_after
-            self._down_after = min(MAX_BACKOFF, self._down_after * 2)
+            self._down_after = _longer(self._down_after)
 
     def close(self) -> None:
         """Give the probe token back (a closed stage must not block its siblings' tuning). A probe cut short
@@ -230,12 +230,17 @@ class Tuner:
         if probe is not None:
             self._probe = None
             if self.value > probe[0]:
-                self._retry_after = min(MAX_BACKOFF, self._retry_after * 2)
+                self._retry_after = _longer(self._retry_after)
             else:
-                self._down_after = min(MAX_BACKOFF, self._down_after * 2)
+                self._down_after = _longer(self._down_after)
             self.value = probe[0]
             self._remember()
         self._token.release(self)
+
+
+def _longer(backoff: float) -> float:
+    """The back-off after another failed probe: twice as long, at most ``MAX_BACKOFF``."""
+    return min(MAX_BACKOFF, backoff * 2)
 
 
 def ram_budget(options) -> int:

@@ -192,7 +192,7 @@ class ProcessMapIterator(DeliveringIterator):
         npc = node.num_parallel_calls
         self.workers = npc if npc and npc > 0 else (ctx.options.execution.num_workers or ctx.cpu_count)
         self._tuner = None  # AUTOTUNE: how many workers get tasks (see the module doc)
-        if npc is not None and npc < 0 and not ctx.options.execution.num_workers and autotune.enabled(ctx.options):
+        if npc < 0 and not ctx.options.execution.num_workers and autotune.enabled(ctx.options):
             self._tuner = autotune.tuner_for(node, ctx, self.workers, self.workers)
         # Workers stack a failure-free block of like elements into one batch: one pickled array per leaf
         # instead of one per element (unpickling small arrays costs ~4 us each).
@@ -311,11 +311,9 @@ class ProcessMapIterator(DeliveringIterator):
         self._fill()
         if not self._inflight:
             return False
-        if self._tuner is None:
-            task = self._next_task()
-        else:  # the consumer's wait for results: the tuner's signal that more workers may pay
-            t0 = time.perf_counter()
-            task = self._next_task()
+        t0 = time.perf_counter()
+        task = self._next_task()
+        if self._tuner is not None:  # the consumer's wait for results: the signal that more workers may pay
             self._tuner.waited(time.perf_counter() - t0)
             self._tuner.tick(task.size)
         results, failed, tag = task.result
