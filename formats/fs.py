@@ -81,6 +81,22 @@ def open_binary(url: str, mode: str = "rb"):
         raise _not_found(url, e) from e
 
 
+def remaining_bytes(stream) -> int | None:
+    """How many bytes ``stream`` holds after its position, or None where that is not known (a decompressed
+    stream). Readers bound their reads by it, so a damaged length field never makes them allocate its
+    claimed size. A local file is asked again each time (it may have grown since it was opened)."""
+    remaining = getattr(stream, "remaining", None)
+    if remaining is not None:
+        return remaining()
+    fileno = getattr(stream, "fileno", None)
+    if fileno is None:
+        return None
+    try:
+        return max(os.fstat(fileno()).st_size - stream.tell(), 0)
+    except (OSError, ValueError):
+        return None
+
+
 class InflatingReader:
     """``read(n)`` of the decompressed bytes of a GZIP or ZLIB file (concatenated members are read on)."""
 
@@ -135,6 +151,9 @@ class InflatingReader:
         if len(parts) == 1:
             return parts[0]
         return b"".join(parts)
+
+    def remaining(self):
+        return None  # the decompressed size is not known before the end
 
     def close(self):
         self._raw.close()

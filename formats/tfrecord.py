@@ -216,9 +216,6 @@ def slice_payloads(buf: bytes, first: np.ndarray, lengths: np.ndarray, runs) -> 
     return out
 
 
-UNCHECKED_READ_STEP = 64 << 20
-
-
 def corrupted(filename: str, offset: int, header: bool) -> errors.DataLossError:
     hint = " (Is this even a TFRecord file?)" if header else ""
     return fs.with_location(errors.DataLossError(
@@ -325,11 +322,13 @@ class RecordReader:
             self._pos = end
 
     def _next_read(self, buf, pos: int, have: int):
-        """(bytes to read next, length of the partial record at ``pos`` or None, header error or None).
+        """(bytes to read next, length of the partial record at ``pos`` or None, error or None).
 
-        Reads ramp up from ``FIRST_READ`` to the block size. A big record is read whole in one go -- unless
-        its length is unchecked (verify_crc=False), when a damaged length must not make us allocate its
-        (arbitrary) size: read on in steps and let the end of the file report the truncated record."""
+        Reads ramp up from ``FIRST_READ`` to the block size. A record larger than that is read in one go
+        only when the file is known to hold it; a length the file cannot hold is a truncated record at once
+        (nothing read, nothing allocated). Where the size is not known (a compressed stream), the read is at
+        most as large as what is already held, so memory grows only with bytes that exist: a damaged length
+        (even one with a valid CRC, e.g. 8-byte ids that lost a span) never allocates its claimed size."""
         want = self._read_size
         self._read_size = min(self._block_size, self._read_size * READ_GROWTH)
         if have < HEADER:
@@ -338,7 +337,14 @@ class RecordReader:
         if self._verify and crc.masked_crc32c(bytes(buf[pos:pos + 8])) != stored:
             return want, length, corrupted(self._filename, self._base + pos, True)
         rest = length + FRAMING - have
-        return max(want, rest if self._verify else min(rest, UNCHECKED_READ_STEP)), length, None
+        if rest <= want:
+            return want, length, None
+        remaining = fs.remaining_bytes(self._stream)
+        if remaining is None:
+            return max(want, min(rest, have)), length, None
+        if rest > remaining:
+            return 0, length, truncated(self._filename, self._base + pos, have + remaining, length + FRAMING)
+        return rest, length, None
 
     def _fill_reused(self):
         """``_fill`` for the reused buffer: move the partial record at ``_pos`` to the front, then read
