@@ -148,12 +148,67 @@ def make_sequence_example(context: dict, feature_lists: dict) -> SequenceExample
 
 
 # ---------------------------------------------------------------------------------------------- parsing
+_ONE_RECORD = (bytes, bytearray, memoryview, np.bytes_, str)
+
+
 def _records(serialized, what: str) -> list:
-    if isinstance(serialized, (bytes, str)):
+    """A batch of serialized records as a list of ``bytes``: a list/tuple (nested lists are flattened) or
+    an array of bytes-like values (``bytes``, ``bytearray``, ``memoryview``, numpy bytes scalars).
+    Anything else -- a ``str`` (its encoding is not ours to guess), None, a number -- is refused with
+    InvalidArgumentError naming the record, never converted (``bytes(5)`` would be five zero bytes)."""
+    if isinstance(serialized, _ONE_RECORD):
         raise InvalidArgumentError(f"{what}: expected a 1-D batch of serialized records, got one record "
                                    f"(use the parse_single_ variant).", what)
-    arr = np.asarray(serialized, dtype=object).reshape(-1)
-    return [v if isinstance(v, bytes) else bytes(v) for v in arr.tolist()]
+    if isinstance(serialized, np.ndarray):
+        items = serialized.reshape(-1).tolist() if serialized.dtype.kind in "SO" else None
+    elif isinstance(serialized, (list, tuple)):
+        items = []
+        _flatten_records(serialized, items)
+    else:
+        items = None
+    if items is None:
+        raise InvalidArgumentError(f"{what}: expected a 1-D batch of serialized records (bytes), got "
+                                   f"{_describe(serialized)}.", what)
+    out = []
+    for i, v in enumerate(items):
+        if type(v) is not bytes:
+            v = _as_record(v, i, what)
+        out.append(v)
+    return out
+
+
+def _flatten_records(value, out: list):
+    for v in value:
+        if isinstance(v, (list, tuple)) or (isinstance(v, np.ndarray) and v.ndim):
+            _flatten_records(v, out)
+        else:
+            out.append(v)
+
+
+def _as_record(value, index: int, what: str) -> bytes:
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
+    if isinstance(value, (bytes, bytearray, np.bytes_)):
+        return bytes(value)
+    if isinstance(value, memoryview):
+        return value.tobytes()
+    raise InvalidArgumentError(f"{what}: record {index} is {_describe(value)}, not a serialized record (bytes, "
+                               "bytearray or memoryview; a str must be encoded by the caller).", what)
+
+
+def _describe(value) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:40] + '...' if len(text) > 40 else text}"
+
+
+def _single(serialized, what: str):
+    """The one record given to a ``parse_single_`` function (bytes-like, or a 0-d array of one)."""
+    if isinstance(serialized, np.ndarray):
+        if serialized.ndim != 0:
+            raise InvalidArgumentError(f"{what}: expected one serialized record, got an array of shape "
+                                       f"{serialized.shape} (use the batch variant).", what)
+        serialized = serialized.item()
+    return _as_record(serialized, 0, what)
 
 
 def _decode(message, records: list, what: str) -> list:
@@ -287,9 +342,7 @@ def parse_example(serialized, features: dict, name=None, example_names=None) -> 
 
 def parse_single_example(serialized, features: dict, name=None, example_names=None) -> dict:
     """``tf.io.parse_single_example``: one record; no batch dimension (VarLen gives its values array)."""
-    if isinstance(serialized, np.ndarray):
-        serialized = serialized.item()
-    batch = parse_example([serialized], features)
+    batch = parse_example([_single(serialized, "parse_single_example")], features)
     return {k: (v.values if isinstance(v, VarLenValue) else v[0]) for k, v in batch.items()}
 
 
@@ -354,9 +407,8 @@ def _step_values(steps: list, name: str, kind: str, what: str, record: int) -> l
 def parse_single_sequence_example(serialized, context_features=None, sequence_features=None,
                                   example_name=None, name=None):
     """``tf.io.parse_single_sequence_example``: ``(context, feature_lists)`` of one record, unbatched."""
-    if isinstance(serialized, np.ndarray):
-        serialized = serialized.item()
-    context, sequences, lengths = parse_sequence_example([serialized], context_features, sequence_features)
+    record = _single(serialized, "parse_single_sequence_example")
+    context, sequences, lengths = parse_sequence_example([record], context_features, sequence_features)
     context = {k: (v.values if isinstance(v, VarLenValue) else v[0]) for k, v in context.items()}
     sequences = {k: (v if isinstance(v, VarLenValue) else v[0]) for k, v in sequences.items()}
     return context, sequences
