@@ -1,0 +1,39 @@
+"""``jaxfeed.data.experimental``: tf.data.experimental's names over jaxfeed's implementations.
+
+Absent for now (``docs/porting.md`` says why): ``dense_to_ragged_batch``, ``dense_to_sparse_batch``,
+``rejection_resample``, ``save``/``load``, ``snapshot``, ``enable_debug_mode`` and ``service``.
+"""
+
+from jaxfeed.formats.batched_readers import make_batched_features_dataset, make_csv_dataset
+from jaxfeed.formats.csv import CsvDataset
+from jaxfeed.pipeline import (AUTOTUNE, INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, AutoShardPolicy, DistributeOptions,
+                              ExternalStatePolicy, OptimizationOptions, ThreadingOptions)
+from jaxfeed.pipeline.dataset import SHARD_HINT, Dataset
+from jaxfeed.pipeline.transformations import (assert_cardinality, bucket_by_sequence_length, cardinality,
+                                              enumerate_dataset, get_single_element, group_by_window,
+                                              ignore_errors, map_and_batch, parallel_interleave, scan,
+                                              shuffle_and_repeat, take_while, unique)
+
+INFINITE = INFINITE_CARDINALITY
+UNKNOWN = UNKNOWN_CARDINALITY
+
+
+def Counter(start=0, step=1, dtype=None):  # noqa: N802 - tf.data.experimental's spelling
+    """``tf.data.experimental.Counter``: ``start, start + step, ...`` forever (int64 unless ``dtype``)."""
+    return Dataset.counter(start, step) if dtype is None else Dataset.counter(start, step, dtype)
+
+
+def sample_from_datasets(datasets, weights=None, seed=None, stop_on_empty_dataset=False):
+    return Dataset.sample_from_datasets(datasets, weights, seed, stop_on_empty_dataset)
+
+
+def choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset=True):
+    return Dataset.choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset)
+
+
+__all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "INFINITE", "UNKNOWN", "SHARD_HINT",
+           "AutoShardPolicy", "DistributeOptions", "ExternalStatePolicy", "OptimizationOptions", "ThreadingOptions",
+           "Counter", "CsvDataset", "make_csv_dataset", "make_batched_features_dataset", "assert_cardinality",
+           "bucket_by_sequence_length", "cardinality", "choose_from_datasets", "enumerate_dataset",
+           "get_single_element", "group_by_window", "ignore_errors", "map_and_batch", "parallel_interleave",
+           "sample_from_datasets", "scan", "shuffle_and_repeat", "take_while", "unique"]
