@@ -345,6 +345,26 @@ class Dataset:
             raise InvalidArgumentError("Dataset had more than one element.", "get_single_element")
         return head[0]
 
+    # ================================================================ saving
+    def save(self, path, compression=None, shard_func=None, checkpoint_args=None) -> None:
+        """Write the elements under ``path`` (any fsspec URL) for ``Dataset.load`` (``saved_dataset.py``)."""
+        from . import saved_dataset
+
+        saved_dataset.save(self, path, compression, shard_func, checkpoint_args)
+
+    @staticmethod
+    def load(path, element_spec=None, compression=None, reader_func=None) -> "Dataset":
+        """The elements a ``save`` wrote under ``path``, in the saved order unless ``reader_func`` decides."""
+        from . import saved_dataset
+
+        return saved_dataset.load(path, element_spec, compression, reader_func)
+
+    def snapshot(self, path, compression="AUTO", reader_func=None, shard_func=None, name=None) -> "Dataset":
+        """Write the first complete pass under ``path``; later passes read it (``nodes/snapshot.py``)."""
+        from .nodes.snapshot import Snapshot
+
+        return _named(Snapshot(self._node, path, compression, reader_func, shard_func), name)
+
     # tf.data also exposes these as static constructors on Dataset
     @staticmethod
     def counter(start=0, step=1, dtype=np.int64, name=None) -> "Dataset":

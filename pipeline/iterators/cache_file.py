@@ -9,7 +9,7 @@ element's leaves in ``structure.flatten`` order) a ``u8`` kind and its payload:
 - 1 ``bytes``: ``u64 len`` + the bytes;
 - 2 object array of bytes: ``u8 ndim``, ``ndim x u64`` shape, then per item ``u64 len`` + bytes.
 
-Index file: ``b"JFCACHE1"``, ``u64`` header length, a UTF-8 JSON header (``num_elements`` and the element
+Index file: ``b"JFCACHE2"``, ``u64`` header length, a UTF-8 JSON header (``num_elements`` and the element
 nest: ``null`` for a leaf, ``{"tuple": [...]}``, ``{"namedtuple": name, "fields": [...], "items": [...]}``,
 ``{"dict": [[key, nest], ...]}``), then ``num_elements + 1`` ``u64`` record offsets (the last is the data
 size). The index is written last, after the data file is complete: its presence marks a finished cache.
@@ -29,7 +29,9 @@ import numpy as np
 from .. import structure
 from ..errors import AlreadyExistsError, DataLossError, NotFoundError
 
-MAGIC = b"JFCACHE1"
+# Version 2: leaves in ``structure.flatten`` order (tf.nest's, dict leaves by sorted key). Version 1 files
+# listed dict leaves in insertion order; they are refused, not misread.
+MAGIC = b"JFCACHE2"
 _U8, _U32, _U64 = struct.Struct("<B"), struct.Struct("<I"), struct.Struct("<Q")
 ARRAY, BYTES, STRINGS, SCALAR = 0, 1, 2, 3
 WRITE_BUFFER = 1 << 20
@@ -74,7 +76,7 @@ def _shape(shape) -> bytes:
     return _U8.pack(len(shape)) + b"".join(_U64.pack(d) for d in shape)
 
 
-def decode(buf, offset: int, nest):
+def decode(buf, offset: int, nest):  # nest: the reader's template (``_template``)
     """The element whose record starts at ``offset`` of ``buf`` (a bytearray; arrays are views into it)."""
     (count,), offset = _U32.unpack_from(buf, offset), offset + 4
     leaves = []
@@ -177,18 +179,26 @@ def describe_nest(element):
 _namedtuples: dict = {}
 
 
-def _pack(nest, leaves):
+def _template(nest):
+    """The element nest with ``None`` leaves, for ``structure.pack_as`` (which owns the leaf order)."""
     if nest is None:
-        return next(leaves)
+        return None
     if "tuple" in nest:
-        return tuple(_pack(x, leaves) for x in nest["tuple"])
+        return tuple(_template(x) for x in nest["tuple"])
     if "dict" in nest:
-        return {k: _pack(v, leaves) for k, v in nest["dict"]}
+        return {k: _template(v) for k, v in nest["dict"]}
     # namedtuples come back as a namedtuple class of the same name and fields (the user's class is not
     # recorded: reading a cache must not import or run code)
     key = (nest["namedtuple"], tuple(nest["fields"]))
     cls = _namedtuples.setdefault(key, collections.namedtuple(*key))
-    return cls(*(_pack(x, leaves) for x in nest["items"]))
+    return cls(*(_template(x) for x in nest["items"]))
+
+
+def _pack(template, leaves):
+    """An element from its leaves; ``template`` is ``_template(nest)``, built once per reader."""
+    if template is None:
+        return next(leaves)
+    return structure.pack_as(template, list(leaves))
 
 
 # ------------------------------------------------------------------------------------------ read/write
@@ -275,10 +285,14 @@ class CacheReader:
         except FileNotFoundError:
             raise NotFoundError(f"{label}: the cache index {self.paths['index']!r} is gone.", "Cache") from None
         if raw[:8] != MAGIC:
-            raise DataLossError(f"{label}: {self.paths['index']!r} is not a jaxfeed cache index (byte 0).", "Cache")
+            older = raw[:7] == MAGIC[:7]
+            raise DataLossError(f"{label}: {self.paths['index']!r} is " + (
+                "a cache written by an older jaxfeed (another leaf order); delete it to record it again"
+                if older else "not a jaxfeed cache index (byte 0)") + ".", "Cache")
         (n,) = _U64.unpack_from(raw, 8)
         header = json.loads(raw[16:16 + n])
         self.nest = header["structure"]
+        self.template = _template(self.nest)
         self.length = header["num_elements"]
         self.offsets = np.frombuffer(raw, dtype="<u8", count=self.length + 1, offset=16 + n)
         self.pos = pos
@@ -305,7 +319,7 @@ class CacheReader:
         rows = self._decode_uniform(buf, stop - start)
         if rows is not None:
             return rows
-        return [decode(buf, int(o) - base, self.nest) for o in self.offsets[start:stop]]
+        return [decode(buf, int(o) - base, self.template) for o in self.offsets[start:stop]]
 
     def _decode_uniform(self, buf, n: int):
         """All ``n`` records at once when they share one layout (same dtypes and shapes, no strings): each
@@ -321,7 +335,7 @@ class CacheReader:
                   for dtype, shape, offset in layout.leaves]
         if self.nest is None:
             return list(leaves[0])
-        return [_pack(self.nest, iter([leaf[i] for leaf in leaves])) for i in range(n)]
+        return [_pack(self.template, iter([leaf[i] for leaf in leaves])) for i in range(n)]
 
     def close(self) -> None:
         if self._file is not None:
