@@ -1,7 +1,7 @@
 """``jaxfeed.data.experimental``: tf.data.experimental's names over jaxfeed's implementations.
 
 Absent for now (``docs/porting.md`` says why): ``dense_to_ragged_batch``, ``dense_to_sparse_batch``,
-``rejection_resample``, ``save``/``load``, ``snapshot``, ``enable_debug_mode`` and ``service``.
+``rejection_resample``, ``enable_debug_mode`` and ``service``.
 """
 
 from jaxfeed.formats.batched_readers import make_batched_features_dataset, make_csv_dataset
@@ -23,6 +23,18 @@ def Counter(start=0, step=1, dtype=None):  # noqa: N802 - tf.data.experimental's
     return Dataset.counter(start, step) if dtype is None else Dataset.counter(start, step, dtype)
 
 
+def save(dataset, path, compression=None, shard_func=None, checkpoint_args=None):
+    dataset.save(path, compression, shard_func, checkpoint_args)
+
+
+def load(path, element_spec=None, compression=None, reader_func=None):
+    return Dataset.load(path, element_spec, compression, reader_func)
+
+
+def snapshot(path, compression="AUTO", reader_func=None, shard_func=None):
+    return lambda ds: ds.snapshot(path, compression, reader_func, shard_func)
+
+
 def sample_from_datasets(datasets, weights=None, seed=None, stop_on_empty_dataset=False):
     return Dataset.sample_from_datasets(datasets, weights, seed, stop_on_empty_dataset)
 
@@ -36,4 +48,4 @@ __all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "INFINITE"
            "Counter", "CsvDataset", "make_csv_dataset", "make_batched_features_dataset", "assert_cardinality",
            "bucket_by_sequence_length", "cardinality", "choose_from_datasets", "enumerate_dataset",
            "get_single_element", "group_by_window", "ignore_errors", "map_and_batch", "parallel_interleave",
-           "sample_from_datasets", "scan", "shuffle_and_repeat", "take_while", "unique"]
+           "sample_from_datasets", "save", "load", "snapshot", "scan", "shuffle_and_repeat", "take_while", "unique"]

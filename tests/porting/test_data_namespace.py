@@ -213,3 +213,10 @@ def test_make_batched_features_dataset_parses_examples(tmp_path):
     assert "label" not in batches[0][0]
     with pytest.raises(ValueError):
         E.make_batched_features_dataset(path, 2, {"id": FixedLenFeature([], np.int64)}, label_key="x")
+
+
+def test_experimental_save_load_and_snapshot(tmp_path):
+    E.save(tfdata.Dataset.range(4), str(tmp_path / "s"))
+    assert [int(x) for x in E.load(str(tmp_path / "s"))] == [0, 1, 2, 3]
+    snap = tfdata.Dataset.range(3).apply(E.snapshot(str(tmp_path / "snap")))
+    assert [int(x) for x in snap] == [0, 1, 2] == [int(x) for x in snap]
