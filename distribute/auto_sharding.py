@@ -30,6 +30,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from jaxfeed.pipeline import graph
 from jaxfeed.pipeline.dataset import Dataset
 from jaxfeed.pipeline.errors import InvalidArgumentError, NotFoundError
@@ -81,6 +83,30 @@ def _returns_reader(node: Node) -> bool:
     return inner is not None and any(n.reads_files for n in graph.walk(inner))
 
 
+def brief(node: Node) -> str:
+    """A node for a one-line message: its kind and arguments, arrays and structures of them given by shape
+    and dtype (a log line must not carry the data: ``label()`` shows a tuple of arrays' contents)."""
+    def short(v, depth=0):
+        if isinstance(v, np.ndarray) or (hasattr(v, "shape") and hasattr(v, "dtype")):
+            return f"<{v.dtype}{list(v.shape)}>"
+        if isinstance(v, (tuple, list)) and depth < 2:
+            inner = ", ".join(short(x, depth + 1) for x in v[:4]) + (", ..." if len(v) > 4 else "")
+            return f"({inner})" if isinstance(v, tuple) else f"[{inner}]"
+        if isinstance(v, dict) and depth < 2:
+            items = list(v.items())
+            return "{" + ", ".join(f"{k!r}: {short(x, depth + 1)}" for k, x in items[:4]) + \
+                (", ..." if len(items) > 4 else "") + "}"
+        if callable(v) and hasattr(v, "__name__"):
+            return getattr(v, "__qualname__", v.__name__)
+        if isinstance(v, Node):
+            return v.kind
+        text = repr(v)
+        return text if len(text) <= 40 else text[:37] + "..."
+
+    args = ", ".join(f"{k}={short(v)}" for k, v in node.params().items())
+    return f"{node.kind}({args})" + (f" name={node.name!r}" if node.name else "")
+
+
 def find_sharding_points(root: Node) -> list[Node]:
     """The nodes whose first input is a stream of file names to shard; raises ``_Unshardable``."""
     points: list[Node] = []
@@ -103,9 +129,9 @@ def find_sharding_points(root: Node) -> list[Node]:
             visit(node.inputs[0])
             return
         if node.is_source or not node.inputs:
-            raise _Unshardable(f"Found an unshardable source dataset: {node.label()}")
+            raise _Unshardable(f"Found an unshardable source dataset: {brief(node)}")
         raise _Unshardable(f"Did not find a shardable source, walked to a node which is not a file reader or a "
-                           f"pass-through transformation: {node.label()}")
+                           f"pass-through transformation: {brief(node)}")
 
     visit(root)
     return points
@@ -244,13 +270,22 @@ def decide(root: Node, options: Options) -> Decision:
 
 def rewrite(root: Node, options: Options, num_workers: int, index: int, log_: PassLog | None = None,
             keep_balanced: bool = False, warn: bool = True) -> tuple[Node, Decision]:
-    """Apply the policy to a raw graph; returns the new graph and the decision taken."""
+    """Apply the policy to a raw graph; returns the new graph and the decision taken. On one worker there is
+    nothing to share out: a FILE policy the graph cannot follow is skipped (tf.data skips the FILE rewrite
+    for one worker) and AUTO's fall-back to DATA is not warned about (nothing is wrong)."""
     _check_worker(num_workers, index)
-    d = decide(root, options)
+    try:
+        d = decide(root, options)
+    except NotFoundError:
+        if num_workers > 1:
+            raise
+        return root, Decision(AutoShardPolicy.FILE, AutoShardPolicy.OFF,
+                              "the policy is FILE but the graph reads no files; on one worker nothing is sharded "
+                              "(tf.data skips the FILE rewrite for one worker)")
     if d.applied == AutoShardPolicy.FILE:
         return apply_file(root, num_workers, index, log_), d
     if d.applied == AutoShardPolicy.DATA:
-        if warn and d.requested == AutoShardPolicy.AUTO:
+        if warn and d.requested == AutoShardPolicy.AUTO and num_workers > 1:
             log.warning("auto_shard: %s. Set Options().experimental_distribute.auto_shard_policy to DATA or OFF to "
                         "silence this.", d.reason)
         return apply_data(root, num_workers, index, log_, keep_balanced), d

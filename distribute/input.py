@@ -44,6 +44,7 @@ from jaxfeed.pipeline.errors import InvalidArgumentError, OutOfRangeError
 from jaxfeed.pipeline.iterator import Optional
 
 from . import auto_sharding as _auto_shard
+from . import lifetime
 from .rebatch import BalancedRebatch, LegacyRebatch
 from .strategy import InputContext, InputOptions, InputReplicationMode
 from .values import PerReplica
@@ -432,6 +433,7 @@ class DistributedIterator:
         self._stop.clear()
         self._queue = queue.Queue(maxsize=max(1, n))
         self._thread = threading.Thread(target=self._producer, daemon=True, name="jaxfeed-distribute-prefetch")
+        lifetime.track(self)  # halted before JAX's runtime goes at exit (a thread killed inside JAX aborts)
         self._thread.start()
 
     def _halt(self):
@@ -466,7 +468,8 @@ class DistributedIterator:
             if isinstance(host, tuple):
                 return host
             return ("step", host, self._to_device(host))
-        if self._dds._options.experimental_per_replica_buffer_size == 0 or self.synchronous_reason is not None:
+        if (self._dds._options.experimental_per_replica_buffer_size == 0 or self.synchronous_reason is not None
+                or lifetime.exiting()):
             host = self._host_step()
             return ("end", None) if host is None else ("step", host, self._to_device(host))
         if self._thread is None:

@@ -29,10 +29,14 @@ values, creating mirrored variables) raise ``RuntimeError``.
 
 from __future__ import annotations
 
+import time
+
+from . import lifetime
 from .cluster import COLLECTIVE_TYPES, TFConfigClusterResolver, rendezvous
 from .mirrored import MeshStrategy
 
 KV_PREFIX = "jaxfeed/distribute"
+_REPORT_SLICE_MS = 250  # how often a wait for a peer's step report looks whether the interpreter is exiting
 
 
 class MultiWorkerMirroredStrategy(MeshStrategy):
@@ -141,13 +145,7 @@ class MultiWorkerMirroredStrategy(MeshStrategy):
             if w == self._worker_index:
                 sizes.extend(int(x) for x in local_sizes)
                 continue
-            try:
-                raw = client.blocking_key_value_get(f"{base}/w{w}", self._step_timeout_ms)
-            except Exception as e:  # noqa: BLE001
-                raise TimeoutError(
-                    f"distributed dataset: worker {w} did not report step {step} within "
-                    f"{self._step_timeout_ms / 1000:g}s (this is worker {self._worker_index}); it may have died, "
-                    f"be stuck, or be iterating a different number of steps. ({type(e).__name__}: {e})") from e
+            raw = self._wait_for_report(client, f"{base}/w{w}", w, step)
             sizes.extend(int(x) for x in raw.split(",") if x != "")
         if step >= 2:  # keys of older steps are no longer read by anyone once this step is reached
             try:
@@ -155,6 +153,26 @@ class MultiWorkerMirroredStrategy(MeshStrategy):
             except Exception:  # noqa: BLE001
                 pass
         return sizes
+
+    def _wait_for_report(self, client, key, w, step):
+        """Worker w's report for this step, waited for in short slices: at interpreter exit
+        (``lifetime.exiting()``) the wait ends at once, so halting a prefetch thread never waits out the
+        step timeout for a peer that has stopped iterating (and the thread is not left inside JAX)."""
+        deadline = time.monotonic() + self._step_timeout_ms / 1000
+        while True:
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            try:
+                return client.blocking_key_value_get(key, max(1, min(left_ms, _REPORT_SLICE_MS)))
+            except Exception as e:  # noqa: BLE001 - JAX raises its own error type for a deadline
+                if lifetime.exiting():
+                    raise lifetime.Exiting(f"distributed dataset: stopped waiting for worker {w}'s step {step}: "
+                                           "the interpreter is exiting") from None
+                if left_ms > _REPORT_SLICE_MS:
+                    continue
+                raise TimeoutError(
+                    f"distributed dataset: worker {w} did not report step {step} within "
+                    f"{self._step_timeout_ms / 1000:g}s (this is worker {self._worker_index}); it may have died, "
+                    f"be stuck, or be iterating a different number of steps. ({type(e).__name__}: {e})") from e
 
     def __repr__(self):
         r = self._resolver

@@ -1,0 +1,57 @@
+"""Interpreter exit: stop every distributed iterator's prefetch thread before JAX's runtime goes.
+
+A prefetch thread left running at exit is a daemon thread inside JAX (placing a step on the devices, or
+waiting for the other workers in the coordination service). When the interpreter finalizes, such a thread
+is killed the moment it next wants the GIL; killing it inside JAX's C++ frames aborts the process
+("terminate called after throwing an instance of ''", SIGABRT) -- after the user's program had finished,
+or while it was reporting an uncaught exception.
+
+So every iterator that starts a thread registers here, and a hook run by ``threading``'s shutdown (before
+any ``atexit`` handler, JAX's included, and before the interpreter starts finalizing) halts them all:
+the threads are stopped and joined, the steps they had placed on the devices go back to host memory.
+From then on ``exiting()`` is true and iterators read steps on the caller's thread (an ``atexit`` handler
+may still iterate or save state).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+_live: "weakref.WeakSet" = weakref.WeakSet()
+_lock = threading.Lock()
+_registered = False
+_exiting = threading.Event()
+
+
+class Exiting(RuntimeError):
+    """A wait on other workers was cut short because the interpreter is exiting."""
+
+
+def exiting() -> bool:
+    """True once the interpreter has begun to exit: start no more threads, stop waiting on peers."""
+    return _exiting.is_set()
+
+
+def track(iterator) -> None:
+    """Halt ``iterator`` (its ``_halt()``: stop and join its thread, keep its state) when Python exits."""
+    global _registered
+    with _lock:
+        _live.add(iterator)
+        if not _registered:
+            try:
+                threading._register_atexit(_halt_all)  # runs before atexit handlers and finalization
+            except RuntimeError:  # already shutting down: the caller reads on its own thread
+                _exiting.set()
+            _registered = True
+
+
+def _halt_all() -> None:
+    _exiting.set()
+    with _lock:
+        iterators = list(_live)
+    for it in iterators:
+        try:
+            it._halt()
+        except BaseException:  # noqa: BLE001 - exit goes on; one iterator's failure must not keep others running
+            pass

@@ -1,0 +1,67 @@
+"""A program for the exit tests (not a test module): builds a distributed iterator of one kind, takes a step
+or a few, and then lets Python exit with the iterator's prefetch thread still running.
+
+    python exit_task.py KIND
+KIND: "from_function" (issue 15's reproduction), "per_replica" (PER_REPLICA input, one pipeline per replica),
+"dataset" (experimental_distribute_dataset), "host" (experimental_fetch_to_device=False), "uncaught" (a
+training loop of ``run`` steps ended by an uncaught exception: exit status 1), "multi_worker" (run under
+TF_CONFIG by the cluster harness: each worker takes a step and exits normally).
+"""
+
+import os
+import sys
+
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+
+def big_rows():
+    import numpy as np
+
+    from jaxfeed.pipeline import Dataset
+
+    return Dataset.from_tensor_slices(np.ones((16, 1 << 19), np.float32))
+
+
+def main(kind):
+    import numpy as np
+
+    from jaxfeed import distribute as jd
+    from jaxfeed.pipeline import Dataset
+
+    if kind == "multi_worker":
+        strategy = jd.MultiWorkerMirroredStrategy(initialization_timeout=60, step_timeout=60)
+        it = iter(strategy.experimental_distribute_dataset(Dataset.range(1000).repeat().batch(8)))
+        next(it)
+        print("took a step", flush=True)
+        return
+    strategy = jd.MirroredStrategy()
+    if kind == "from_function":
+        it = iter(strategy.distribute_datasets_from_function(lambda c: Dataset.range(10).repeat().batch(2)))
+        next(it)
+    elif kind == "per_replica":
+        options = jd.InputOptions(experimental_replication_mode=jd.InputReplicationMode.PER_REPLICA)
+        it = iter(strategy.distribute_datasets_from_function(lambda c: Dataset.range(10).repeat().batch(2),
+                                                             options))
+        next(it)
+    elif kind == "dataset":  # large steps: at exit the thread is placing the next one on the devices
+        it = iter(strategy.experimental_distribute_dataset(big_rows().repeat().batch(8)))
+        next(it)
+    elif kind == "host":
+        options = jd.InputOptions(experimental_fetch_to_device=False)
+        it = iter(strategy.experimental_distribute_dataset(big_rows().repeat().batch(8), options))
+        next(it)
+    elif kind == "uncaught":
+        dist = strategy.distribute_datasets_from_function(
+            lambda c: Dataset.from_tensor_slices(np.arange(1000, dtype=np.float32)).repeat().batch(16))
+        for i, step in enumerate(dist):
+            out = strategy.run(lambda x: jd.get_replica_context().all_reduce("SUM", x.sum()), args=(step,))
+            if i == 3:
+                raise RuntimeError("the training loop failed (on purpose)")
+    else:
+        raise SystemExit(f"unknown kind {kind!r}")
+    print("took a step", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
