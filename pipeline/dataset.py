@@ -84,6 +84,11 @@ class Dataset:
                              rerandomize_each_iteration=None) -> "Dataset":
         from .nodes.sample import SampleFromDatasets
 
+        if isinstance(weights, Dataset):  # a distribution per draw (tf.data's rejection_resample uses this)
+            from .nodes.weighted_choice import sample_with_weight_dataset
+
+            return sample_with_weight_dataset(list(datasets), weights, seed, stop_on_empty_dataset,
+                                              rerandomize_each_iteration)
         return Dataset(SampleFromDatasets([_node_of(d, "sample_from_datasets") for d in datasets], weights,
                                           seed, stop_on_empty_dataset, rerandomize_each_iteration))
 
@@ -345,6 +350,12 @@ class Dataset:
             raise InvalidArgumentError("Dataset had more than one element.", "get_single_element")
         return head[0]
 
+    def rejection_resample(self, class_func, target_dist, initial_dist=None, seed=None, name=None) -> "Dataset":
+        """``(class, element)`` pairs resampled towards ``target_dist`` (``transformations.rejection_resample``)."""
+        from .transformations import rejection_resample
+
+        return self.apply(rejection_resample(class_func, target_dist, initial_dist, seed))
+
     # ================================================================ saving
     def save(self, path, compression=None, shard_func=None, checkpoint_args=None) -> None:
         """Write the elements under ``path`` (any fsspec URL) for ``Dataset.load`` (``saved_dataset.py``)."""
@@ -366,6 +377,13 @@ class Dataset:
         return _named(Snapshot(self._node, path, compression, reader_func, shard_func), name)
 
     # tf.data also exposes these as static constructors on Dataset
+    @staticmethod
+    def random(seed=None, rerandomize_each_iteration=None, name=None) -> "Dataset":
+        """An infinite stream of uniformly random int64 values (``nodes/random.py``)."""
+        from .nodes.random import Random
+
+        return _named(Random(seed, rerandomize_each_iteration), name)
+
     @staticmethod
     def counter(start=0, step=1, dtype=np.int64, name=None) -> "Dataset":
         return Dataset.range(start, np.iinfo(np.int64).max, step, output_type=dtype, name=name)

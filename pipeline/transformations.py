@@ -85,4 +85,96 @@ def get_single_element(dataset):
 
 __all__ = ["INFINITE", "assert_cardinality", "bucket_by_sequence_length", "cardinality", "enumerate_dataset",
            "get_single_element", "group_by_window", "ignore_errors", "map_and_batch", "parallel_interleave",
-           "scan", "shuffle_and_repeat", "take_while", "unique"]
+           "rejection_resample", "scan", "shuffle_and_repeat", "take_while", "unique"]
+
+
+# ---------------------------------------------------------------------------------------- rejection_resample
+DIST_ESTIMATION_BATCH_SIZE = 32  # TF's: the running class estimate is updated every 32 elements
+
+
+def rejection_resample(class_func, target_dist, initial_dist=None, seed=None):
+    """tf.data's ``rejection_resample``: ``(class, element)`` pairs whose class distribution moves to
+    ``target_dist``. Built from the same graph as TF's: elements are kept with an acceptance probability per
+    class (from ``initial_dist``, or from a running estimate of it, updated every 32 elements) and mixed
+    with a pass over the original elements with the probability that the target still needs them. As in
+    TF, the two branches are separate passes over the input, and the random draws come from ``random(seed)``
+    (reproducible under a seed, fresh without one)."""
+    import numpy as np
+
+    target = _distribution(target_dist, "target_dist")
+
+    def apply(ds):
+        from .dataset import Dataset
+
+        def with_class(*x):
+            element = x[0] if len(x) == 1 else x
+            return np.int32(class_func(*x)), element
+
+        if initial_dist is not None:
+            initial = _distribution(initial_dist, "initial_dist")
+            if initial.shape != target.shape:
+                raise ValueError(f"rejection_resample: initial_dist has {len(initial)} classes, target_dist "
+                                 f"{len(target)}.")
+            accept, prob_original = _acceptance_with_mixing(initial, target)
+            accept_ds = Dataset.from_tensors(accept).repeat()
+            original_ds = Dataset.from_tensors(np.float32(prob_original)).repeat()
+            static_original = float(prob_original)
+        else:
+            initial_ds = _estimate_initial_dist(ds.map(lambda *x: np.int64(class_func(*x))), len(target))
+            mixed = initial_ds.map(lambda initial: _acceptance_with_mixing(initial, target))
+            accept_ds = mixed.map(lambda accept, _: accept)
+            original_ds = mixed.map(lambda _, original: original)
+            static_original = None
+
+        filtered = (Dataset.zip((accept_ds, ds.map(with_class), Dataset.random(seed)))
+                    .filter(lambda accept, pair, bits: _uniform(bits) < accept[int(pair[0])])
+                    .map(lambda accept, pair, bits: pair)
+                    .prefetch(3))
+        if static_original == 1:
+            return ds.map(with_class)
+        if static_original == 0:
+            return filtered
+        weights = original_ds.map(lambda p: np.array([p, 1.0 - p], dtype=np.float32))
+        return Dataset.sample_from_datasets([ds.map(with_class), filtered], weights=weights, seed=seed,
+                                            stop_on_empty_dataset=True)
+
+    return apply
+
+
+def _distribution(value, what):
+    import numpy as np
+
+    dist = np.asarray(value, dtype=np.float32)
+    if dist.ndim != 1 or not len(dist) or np.any(dist < 0) or not np.isfinite(dist).all():
+        raise ValueError(f"rejection_resample: `{what}` must be a vector of non-negative probabilities, got "
+                         f"{value!r}.")
+    return dist
+
+
+def _acceptance_with_mixing(initial, target):
+    """TF's ``_calculate_acceptance_probs_with_mixing``: per-class acceptance and the mixing probability."""
+    import numpy as np
+
+    ratio = target / (np.asarray(initial, dtype=np.float32) + np.finfo(np.float32).tiny)
+    low, high = ratio.min(), ratio.max()
+    accept = (ratio - low) / (high - low) if high > low else np.zeros_like(ratio)
+    return accept.astype(np.float32), np.float32(low)
+
+
+def _estimate_initial_dist(class_values, num_classes):
+    """Running class frequencies, one vector per element, refreshed every 32 elements (TF's estimate)."""
+    import numpy as np
+
+    def update(seen, classes):
+        seen = seen + np.bincount(np.asarray(classes, dtype=np.int64), minlength=num_classes)[:num_classes]
+        dist = (seen / seen.sum()).astype(np.float32)
+        return seen, np.tile(dist[None, :], (len(classes), 1))
+
+    return (class_values.batch(DIST_ESTIMATION_BATCH_SIZE)
+            .scan(np.zeros(num_classes, np.int64), update).unbatch())
+
+
+def _uniform(bits) -> float:
+    import numpy as np
+
+    return float(np.int64(bits).view(np.uint64) >> np.uint64(11)) * 2.0 ** -53

@@ -1,7 +1,7 @@
 """``jaxfeed.data.experimental``: tf.data.experimental's names over jaxfeed's implementations.
 
 Absent for now (``docs/porting.md`` says why): ``dense_to_ragged_batch``, ``dense_to_sparse_batch``,
-``rejection_resample``, ``enable_debug_mode`` and ``service``.
+``enable_debug_mode`` and ``service``.
 """
 
 from jaxfeed.formats.batched_readers import make_batched_features_dataset, make_csv_dataset
@@ -11,7 +11,8 @@ from jaxfeed.pipeline import (AUTOTUNE, INFINITE_CARDINALITY, UNKNOWN_CARDINALIT
 from jaxfeed.pipeline.dataset import SHARD_HINT, Dataset
 from jaxfeed.pipeline.transformations import (assert_cardinality, bucket_by_sequence_length, cardinality,
                                               enumerate_dataset, get_single_element, group_by_window,
-                                              ignore_errors, map_and_batch, parallel_interleave, scan,
+                                              ignore_errors, map_and_batch, parallel_interleave,
+                                              rejection_resample, scan,
                                               shuffle_and_repeat, take_while, unique)
 
 INFINITE = INFINITE_CARDINALITY
@@ -48,4 +49,5 @@ __all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "INFINITE"
            "Counter", "CsvDataset", "make_csv_dataset", "make_batched_features_dataset", "assert_cardinality",
            "bucket_by_sequence_length", "cardinality", "choose_from_datasets", "enumerate_dataset",
            "get_single_element", "group_by_window", "ignore_errors", "map_and_batch", "parallel_interleave",
-           "sample_from_datasets", "save", "load", "snapshot", "scan", "shuffle_and_repeat", "take_while", "unique"]
+           "rejection_resample", "sample_from_datasets", "save", "load", "snapshot", "scan", "shuffle_and_repeat",
+           "take_while", "unique"]
