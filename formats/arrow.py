@@ -30,11 +30,11 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from jaxfeed.pipeline import structure
+from jaxfeed.pipeline import errors, structure
 from jaxfeed.pipeline.dataset import Dataset
 from jaxfeed.pipeline.nodes.base import UNKNOWN
 
-from . import fs
+from . import fs, remote
 from .reader import FileReaderNode, FileRecordsIterator, filenames_node
 
 CACHE_UNITS = 2  # decoded units kept by a random-access node (batch gathers on worker threads may straddle two)
@@ -95,9 +95,9 @@ def _numpy_dtype(t) -> np.dtype:
 class _File:
     """One open file: its units and how to read one."""
 
-    def __init__(self, url: str, kind: str, columns):
+    def __init__(self, url: str, kind: str, columns, options=None):
         self.url, self.kind, self.columns = url, kind, columns
-        self._raw = fs.open_binary(url)
+        self._raw = fs.open_binary(url, options=options)
         try:
             if kind == "parquet":
                 self._pq = pq.ParquetFile(self._raw)
@@ -116,6 +116,8 @@ class _File:
                     self._batches = list(reader)
                     self.schema = reader.schema
                     self.rows = [b.num_rows for b in self._batches]
+        except errors.OpError:  # a remote read that failed (timeout, 503, short answer): as it is
+            raise
         except (pa.ArrowInvalid, OSError) as e:
             from jaxfeed.pipeline.errors import DataLossError
 
@@ -135,8 +137,9 @@ class _File:
 class ArrowReader(FileReaderNode):
     """Rows (or record batches) of Parquet / Arrow IPC / Feather files."""
 
-    def __init__(self, filenames, kind: str, columns=None, batch_size=None, unit_shard=None):
+    def __init__(self, filenames, kind: str, columns=None, batch_size=None, unit_shard=None, storage_options=None):
         super().__init__((filenames,))
+        self.remote_options = remote.RemoteOptions(storage_options, kind)  # not a param
         self.format = kind
         self.kind = "ParquetDataset" if kind == "parquet" else "ArrowDataset"
         self.columns = None if columns is None else [str(c) for c in columns]
@@ -170,7 +173,7 @@ class ArrowReader(FileReaderNode):
         with self._lock:
             f = self._open.pop(url, None)
             if f is None:
-                f = _File(url, self.format, self.columns)
+                f = _File(url, self.format, self.columns, self.remote_options)
                 while len(self._open) >= OPEN_FILES:
                     self._open.pop(next(iter(self._open))).close()
             self._open[url] = f  # most recently used last
@@ -303,7 +306,7 @@ class _UnitSource:
 
     def __init__(self, node: ArrowReader, name: str, offset):
         self._node = node
-        self._file = _File(name, node.format, node.columns)
+        self._file = _File(name, node.format, node.columns, node.remote_options)
         self._unit, self._row = offset if offset is not None else (0, 0)
         self._cols = None  # the current unit's columns (``gather_columns``), while rows of it remain
 
@@ -347,8 +350,9 @@ class _ArrowDatasetBase(Dataset):
     __slots__ = ()
     _format = ""
 
-    def __init__(self, filenames, columns=None, batch_size=None, name=None, _node=None):
-        node = _node or ArrowReader(filenames_node(filenames, type(self).__name__), self._format, columns, batch_size)
+    def __init__(self, filenames, columns=None, batch_size=None, name=None, _node=None, *, storage_options=None):
+        node = _node or ArrowReader(filenames_node(filenames, type(self).__name__), self._format, columns, batch_size,
+                                    storage_options=storage_options)
         if name is not None:
             node.name = str(name)
         super().__init__(node)
@@ -369,7 +373,8 @@ class _ArrowDatasetBase(Dataset):
 
 class ParquetDataset(_ArrowDatasetBase):
     """``ParquetDataset(filenames, columns=None, batch_size=None)``: rows as ``{column: scalar}`` dicts
-    (random-access when ``filenames`` is a str or list), or record batches of up to ``batch_size`` rows."""
+    (random-access when ``filenames`` is a str or list), or record batches of up to ``batch_size`` rows.
+    ``storage_options`` as for ``TFRecordDataset``."""
 
     __slots__ = ()
     _format = "parquet"

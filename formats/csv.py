@@ -23,7 +23,7 @@ from jaxfeed.pipeline import structure
 from jaxfeed.pipeline.dataset import Dataset
 from jaxfeed.pipeline.errors import InvalidArgumentError
 
-from . import fs
+from . import fs, remote
 from .reader import FileReaderNode, FileRecordsIterator, filenames_node
 
 _ARROW_TYPES = {np.dtype(np.int32): pa.int32(), np.dtype(np.int64): pa.int64(), np.dtype(np.float32): pa.float32(),
@@ -58,8 +58,10 @@ class CsvReader(FileReaderNode):
     kind = "CsvDataset"
 
     def __init__(self, filenames, record_defaults, compression_type="", buffer_size=None, header=False,
-                 field_delim=",", use_quote_delim=True, na_value="", select_cols=None, exclude_cols=None):
+                 field_delim=",", use_quote_delim=True, na_value="", select_cols=None, exclude_cols=None,
+                 storage_options=None):
         super().__init__((filenames,))
+        self.remote_options = remote.RemoteOptions(storage_options, "CsvDataset")  # not a param
         if not record_defaults:
             raise ValueError("CsvDataset: record_defaults must name at least one column.")
         self.columns = [_column_type(e) for e in record_defaults]
@@ -181,7 +183,7 @@ class CsvSource:
 
 class CsvIterator(FileRecordsIterator):
     def open_file(self, name, offset):
-        stream = fs.open_stream(name, self.node.compression_type)
+        stream = fs.open_stream(name, self.node.compression_type, options=self.node.remote_options)
         try:
             parts = []
             while True:
@@ -196,15 +198,16 @@ class CsvIterator(FileRecordsIterator):
 
 class CsvDataset(Dataset):
     """``tf.data.experimental.CsvDataset(filenames, record_defaults, compression_type=None, buffer_size=None,
-    header=False, field_delim=",", use_quote_delim=True, na_value="", select_cols=None, exclude_cols=None)``."""
+    header=False, field_delim=",", use_quote_delim=True, na_value="", select_cols=None, exclude_cols=None)``;
+    ``storage_options`` as for ``TFRecordDataset``."""
 
     __slots__ = ()
 
     def __init__(self, filenames, record_defaults, compression_type=None, buffer_size=None, header=False,
                  field_delim=",", use_quote_delim=True, na_value="", select_cols=None, exclude_cols=None,
-                 name=None):
+                 name=None, *, storage_options=None):
         node = CsvReader(filenames_node(filenames, "CsvDataset"), record_defaults, compression_type, buffer_size,
-                         header, field_delim, use_quote_delim, na_value, select_cols, exclude_cols)
+                         header, field_delim, use_quote_delim, na_value, select_cols, exclude_cols, storage_options)
         if name is not None:
             node.name = str(name)
         super().__init__(node)

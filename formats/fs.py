@@ -2,7 +2,9 @@
 whose fsspec package is installed), opened for block reads with optional GZIP/ZLIB decompression.
 
 Local files bypass fsspec (a raw unbuffered ``open``): our readers ask for megabytes at a time, so Python's
-buffering would only add a copy. Errors become ``jaxfeed.pipeline.errors`` classes that name the path and,
+buffering would only add a copy. Remote files are read through ``remote.RemoteFile``: every range read is
+checked against the offset asked for and the size announced, and timeouts and transient failures are
+retried (a reader's ``storage_options``). Errors become ``jaxfeed.pipeline.errors`` classes that name the path and,
 for damaged streams, the byte offset (also set as ``filename`` / ``offset`` attributes for ignore_errors).
 """
 
@@ -66,9 +68,14 @@ def _not_found(url: str, e: Exception) -> errors.OpError:
     return with_location(errors.NotFoundError(f"{url}; No such file or directory", "read"), url)
 
 
-def open_binary(url: str, mode: str = "rb"):
-    """The raw file (read: unbuffered where local)."""
+def open_binary(url: str, mode: str = "rb", options=None):
+    """The raw file (read: unbuffered where local; a verified, retried ``remote.RemoteFile`` elsewhere, with
+    ``options``, a ``remote.RemoteOptions`` made from a reader's ``storage_options``)."""
     local = _local(url)
+    if local is None and "w" not in mode:
+        from .remote import RemoteFile, RemoteOptions
+
+        return RemoteFile(url, options if options is not None else RemoteOptions())
     try:
         if local is not None:
             if "w" in mode:
@@ -159,12 +166,12 @@ class InflatingReader:
         self._raw.close()
 
 
-def open_stream(url: str, compression: str = "", offset: int = 0):
+def open_stream(url: str, compression: str = "", offset: int = 0, options=None):
     """A reader positioned at ``offset`` of the (decompressed) byte stream of ``url``.
 
     Uncompressed files seek; compressed ones are decompressed again from the start up to ``offset`` (a
     deflate stream cannot be entered in the middle), so restoring into a GZIP/ZLIB file costs a re-read."""
-    raw = open_binary(url)
+    raw = open_binary(url, options=options)
     wbits = COMPRESSIONS[compression]
     if wbits is None:
         if offset:

@@ -11,7 +11,7 @@ import numpy as np
 
 from jaxfeed.pipeline.dataset import Dataset
 
-from . import fs
+from . import fs, remote
 from .reader import FileReaderNode, FileRecordsIterator, check_parallel_reads, filenames_node, parallel_reads
 
 BLOCK_SIZE = 1 << 20
@@ -20,8 +20,9 @@ BLOCK_SIZE = 1 << 20
 class TextLineReader(FileReaderNode):
     kind = "TextLineDataset"
 
-    def __init__(self, filenames, compression_type="", buffer_size=None):
+    def __init__(self, filenames, compression_type="", buffer_size=None, storage_options=None):
         super().__init__((filenames,))
+        self.remote_options = remote.RemoteOptions(storage_options, "TextLineDataset")  # not a param
         self.compression_type = fs.check_compression(compression_type, "TextLineDataset")
         self.buffer_size = None if buffer_size is None else int(buffer_size)
 
@@ -78,25 +79,28 @@ _EMPTY = np.empty(0, dtype=np.int64)
 class TextLineIterator(FileRecordsIterator):
     def open_file(self, name, offset):
         offset = offset or 0
-        stream = fs.open_stream(name, self.node.compression_type, offset)
+        stream = fs.open_stream(name, self.node.compression_type, offset, self.node.remote_options)
         return LineSource(stream, offset, max(self.node.buffer_size or BLOCK_SIZE, 1))
 
 
 class TextLineDataset(Dataset):
     """``tf.data.TextLineDataset(filenames, compression_type=None, buffer_size=None, num_parallel_reads=None)``;
-    arguments as for ``TFRecordDataset``."""
+    arguments as for ``TFRecordDataset`` (``storage_options`` too)."""
 
     __slots__ = ()
 
-    def __init__(self, filenames, compression_type=None, buffer_size=None, num_parallel_reads=None, name=None):
+    def __init__(self, filenames, compression_type=None, buffer_size=None, num_parallel_reads=None, name=None, *,
+                 storage_options=None):
         names = filenames_node(filenames, "TextLineDataset")
         reads = check_parallel_reads(num_parallel_reads, "TextLineDataset")
         compression_type = fs.check_compression(compression_type, "TextLineDataset")
         if reads is None:
-            node = TextLineReader(names, compression_type, buffer_size)
+            node = TextLineReader(names, compression_type, buffer_size, storage_options)
         else:
-            node = parallel_reads(Dataset(names), lambda f: TextLineDataset(f, compression_type, buffer_size),
-                                  reads)._node
+            def read_one(filename):
+                return TextLineDataset(filename, compression_type, buffer_size, storage_options=storage_options)
+
+            node = parallel_reads(Dataset(names), read_one, reads)._node
         if name is not None:
             node.name = str(name)
         super().__init__(node)
