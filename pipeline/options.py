@@ -63,6 +63,9 @@ class _OptionGroup:
             raise TypeError(f'Property "{name}" must be of type {typ}, got: {value!r} (type: {type(value)}).')
         self._values[name] = value
 
+    def __dir__(self):  # the fields, so ``dir(Options())`` shows what can be set (as tf.data's does)
+        return sorted(set(super().__dir__()) | set(type(self)._fields) | set(getattr(type(self), "_aliases", {})))
+
     def _is_set(self, name) -> bool:
         v = self._values.get(name)
         return v._any_set() if isinstance(v, _OptionGroup) else v is not None
@@ -172,19 +175,14 @@ class Options(_OptionGroup):
         "experimental_ignore_errors_record": (bool, "Keep a record of what ignore_errors skipped."),
     }
 
-    # tf.data's alias
-    @property
-    def experimental_deterministic(self):
-        return self.deterministic
+    # tf.data's older spellings of fields
+    _aliases = {"experimental_deterministic": "deterministic", "experimental_threading": "threading"}
 
-    @experimental_deterministic.setter
-    def experimental_deterministic(self, value):
-        self.deterministic = value
+    def __getattr__(self, name):
+        return super().__getattr__(type(self)._aliases.get(name, name))
 
     def __setattr__(self, name, value):
-        if name == "experimental_deterministic":
-            name = "deterministic"
-        super().__setattr__(name, value)
+        super().__setattr__(type(self)._aliases.get(name, name), value)
 
     def merge(self, other: "Options") -> "Options":
         """A new Options: ``self`` overridden by whatever ``other`` sets."""

@@ -220,3 +220,20 @@ def test_experimental_save_load_and_snapshot(tmp_path):
     assert [int(x) for x in E.load(str(tmp_path / "s"))] == [0, 1, 2, 3]
     snap = tfdata.Dataset.range(3).apply(E.snapshot(str(tmp_path / "snap")))
     assert [int(x) for x in snap] == [0, 1, 2] == [int(x) for x in snap]
+
+
+def test_options_take_tf_datas_experimental_spellings_and_list_their_fields():
+    options = tfdata.Options()
+    options.experimental_threading.max_intra_op_parallelism = 1
+    options.experimental_deterministic = False
+    options.experimental_optimization.map_fusion = False
+    options.experimental_distribute.auto_shard_policy = E.AutoShardPolicy.DATA
+    assert options.threading.max_intra_op_parallelism == 1 and options.deterministic is False
+    assert options.experimental_threading is options.threading
+    listed = dir(options)
+    for field in ["autotune", "deterministic", "experimental_deterministic", "experimental_distribute",
+                  "experimental_external_state_policy", "experimental_optimization", "experimental_slack",
+                  "experimental_threading", "threading"]:
+        assert field in listed
+    with pytest.raises(AttributeError):
+        options.experimental_no_such_option = 1
