@@ -52,7 +52,8 @@ from .values import PerReplica
 STATE_VERSION = 1
 _det_logger = logging.getLogger("jaxfeed.determinism")
 _SHAPE_KEEPING = frozenset({"Map", "ParallelMap", "Prefetch", "Filter", "Take", "Skip", "Repeat", "Shuffle",
-                            "Cache", "WithOptions", "Shard", "IgnoreErrors", "TakeWhile", "AssertCardinality"})
+                            "Cache", "WithOptions", "Shard", "IgnoreErrors", "TakeWhile", "AssertCardinality",
+                            "ElasticSelect"})  # whole elements of its input (restore_elastic's remaining batches)
 
 
 def static_batch_size(node) -> int:

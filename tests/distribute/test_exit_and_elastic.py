@@ -68,3 +68,39 @@ def test_worker_processes_exit_cleanly_with_their_prefetch_threads_running(tmp_p
         for r in results:
             assert r["rc"] == 0 and "terminate called" not in r["log"], local_cluster.describe(results)
             assert "took a step" in r["log"], local_cluster.describe(results)
+
+
+# ---------------------------------------------------------------------------------- elastic resume, W -> W'
+ELASTIC_TASK = os.path.join(HERE, "elastic_task.py")
+
+
+def run_elastic_job(tmp_path, mode, workers, arg):
+    import local_cluster
+
+    results = local_cluster.launch(tmp_path, mode, workers,
+                                   lambda out: [ELASTIC_TASK, mode, str(tmp_path), str(arg), str(out)],
+                                   timeout=HANG_GUARD_S)
+    local_cluster.assert_ok(results)
+    return [r["result"] for r in results]
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("w, w2, k", [(2, 3, 2), (3, 2, 3)])
+def test_states_of_w_worker_processes_continue_on_w2_worker_processes_with_the_unconsumed_batches(
+        tmp_path, w, w2, k):
+    sys.path.insert(0, HERE)
+    from elastic_task import global_dataset
+
+    import numpy as np
+
+    batches = [sorted(np.asarray(b).tolist()) for b in global_dataset()]
+    saved = run_elastic_job(tmp_path, "save", w, k)
+    restored = run_elastic_job(tmp_path, "restore", w2, w)
+    # each step of the old job consumed one global batch, split over its workers
+    for s in range(k):
+        assert sorted(x for r in saved for x in r["head"][s]) == batches[s]
+    # the new workers go on from batch k: every step is the next global batch, split over the new workers
+    steps = {len(r["tail"]) for r in restored}
+    assert steps == {len(batches) - k}
+    for s in range(len(batches) - k):
+        assert sorted(x for r in restored for x in r["tail"][s]) == batches[k + s], f"step {s} after restore"
