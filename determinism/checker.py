@@ -34,6 +34,7 @@ import numpy as np
 from ..pipeline import graph, random_seed, structure
 from ..pipeline.dataset import Dataset
 from ..pipeline.passes.options_pass import effective_options
+from . import build_difference
 
 DEFAULT_MAX_ELEMENTS = 10_000
 
@@ -49,6 +50,7 @@ class CheckReport:
     runs_compared: tuple = ()  # (a, b): which runs diverged
     culprit: str | None = None  # label of the node that most likely introduced the difference
     culprit_hint: str = ""  # what the rewriter knows about that node (stateful function, unseeded, ...)
+    builds_differ: bool = False  # each build repeats itself; the function built a different pipeline each call
     variants: list = dataclasses.field(default_factory=list)
 
     def __bool__(self):
@@ -59,7 +61,9 @@ class CheckReport:
             return f"deterministic over {self.elements} elements ({self.runs} runs)"
         lines = [f"NOT deterministic: element {self.index} differs between run {self.runs_compared[0]} and run "
                  f"{self.runs_compared[1]}" + (f" at leaf {self.leaf}" if self.leaf else "") + f": {self.detail}"]
-        if self.culprit:
+        if self.builds_differ:
+            lines.append(f"the builds differ: the function builds a different pipeline each call, at {self.culprit}")
+        elif self.culprit:
             lines.append(f"most likely introduced by: {self.culprit}")
         if self.culprit_hint:
             lines.append(f"  why: {self.culprit_hint}")
@@ -229,14 +233,19 @@ def check_determinism(dataset_or_fn: Dataset | Callable[[], Dataset], runs: int 
     opts = effective_options(node) if options is None else effective_options(node).merge(options)
     first = _run(node, opts, variants[0], max_elements)
     report = CheckReport(True, len(first), runs, variants=variants)
+    other_node = node
     for r in range(1, runs):
-        other = _run(root() if build is not None else node, opts, variants[r % len(variants)], max_elements)
+        other_node = root() if build is not None else node
+        other = _run(other_node, opts, variants[r % len(variants)], max_elements)
         diff = _first_difference(first, other)
         if diff is not None:
             report.deterministic = False
             report.index, report.leaf, report.detail = diff
             report.runs_compared = (0, r)
             break
+    if not report.deterministic and bisect and other_node is not node and \
+            _blame_the_builds(report, node, other_node, opts, variants, runs, max_elements):
+        return report
     if not report.deterministic and bisect:
         culprit = _culprit(node, opts, variants, runs, max_elements)
         hint = _hint(culprit)
@@ -253,6 +262,21 @@ def check_determinism(dataset_or_fn: Dataset | Callable[[], Dataset], runs: int 
         report.culprit = culprit.label()
         report.culprit_hint = hint
     return report
+
+
+def _blame_the_builds(report, node, other_node, opts, variants, runs, max_elements) -> bool:
+    """When two builds differ in a node's arguments or captured values (randomness drawn while building) and
+    one build repeats itself, that node is the culprit: say so in the report. False otherwise."""
+    found = build_difference.first_difference(node, other_node)
+    if found is None or _diverges(node, opts, variants, runs, max_elements)[0] is not None:
+        return False  # no visible difference, or one build is nondeterministic on its own: bisect it
+    culprit, what = found
+    report.builds_differ = True
+    report.culprit = culprit.label()
+    report.culprit_hint = (f"{what}. Each build repeats its own output; values drawn while the pipeline is built "
+                           "are drawn again by every build. Draw them from a seeded generator (or pass them in), "
+                           "or draw per-element randomness inside the pipeline (map(..., with_rng=True)).")
+    return True
 
 
 def _nearest_suspect(node):

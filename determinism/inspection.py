@@ -11,6 +11,8 @@ What it reports (``Finding.kind``):
                    ``shuffle``, ``seed``...). Deterministic only when run serially after ``set_random_seed``.
 - ``shared_rng``   a generator object (``numpy.random.Generator``, ``RandomState``, ``random.Random``) held in
                    a global, a closure or ``self``: its state advances across calls, so order matters.
+- ``shared_iterator``  an iterator (a Python generator, ``itertools.count``, an open file...) held in a global,
+                   a closure, ``self`` or a partial's arguments: ``next()`` on it advances state shared by calls.
 - ``global_write`` / ``nonlocal_write`` / ``mutation``  writes to global or enclosing state, ``obj.attr =``,
                    ``obj[k] =``, or mutating methods (``append``, ``update``...) on captured objects.
 - ``io``           file, process and network I/O (``open``, ``os.remove``, ``subprocess``, ``socket``...).
@@ -29,6 +31,7 @@ by decorating a function with :func:`jaxfeed.determinism.stateful`.
 from __future__ import annotations
 
 import builtins
+import collections.abc
 import dataclasses
 import datetime
 import dis
@@ -50,7 +53,8 @@ MUTATORS = frozenset({"append", "extend", "insert", "pop", "popitem", "remove", 
                       "discard", "setdefault", "appendleft", "extendleft", "popleft", "put", "put_nowait",
                       "write", "writelines", "send", "sort", "reverse", "fill", "resize", "itemset",
                       "__setitem__", "__delitem__", "__iadd__"})
-STATEFUL_KINDS = ("global_rng", "shared_rng", "global_write", "nonlocal_write", "mutation", "io")
+STATEFUL_KINDS = ("global_rng", "shared_rng", "shared_iterator", "global_write", "nonlocal_write", "mutation",
+                  "io")
 UNIMPLEMENTED_KINDS = ("entropy", "clock", "unseeded_generator")
 _STATEFUL_FLAG = "__jaxfeed_stateful__"
 
@@ -172,6 +176,15 @@ def _classify(obj):
     return None
 
 
+def _is_iterator(obj) -> bool:
+    """An iterator object (its own ``__iter__``, has ``__next__``): reading from it changes it. Checked by
+    type only -- nothing on the object is called."""
+    try:
+        return isinstance(obj, collections.abc.Iterator) and not isinstance(obj, type)
+    except Exception:  # noqa: BLE001 - odd objects (proxies) must not break the analysis
+        return False
+
+
 # ------------------------------------------------------------------------------ the analysis
 _UNKNOWN = object()
 
@@ -258,6 +271,8 @@ class _Analyser:
     def _check_value(self, value, name, where):
         if isinstance(value, _RNG_TYPES):
             self.findings.append(Finding("shared_rng", f"{name} (a {type(value).__name__})", where))
+        elif _is_iterator(value):
+            self.findings.append(Finding("shared_iterator", f"{name} (a {type(value).__name__})", where))
 
     def function(self, fn, module, depth, self_obj=_UNKNOWN):
         code = fn.__code__
@@ -295,6 +310,9 @@ class _Analyser:
         def loaded(ref: _Ref):
             """Look at a value as it is loaded: known operations, shared generators, same-module calls."""
             if ref.obj is _UNKNOWN:
+                return
+            if ref.root in ("global", "free", "self") and _is_iterator(ref.obj):
+                note("shared_iterator", f"{ref.name} (a {type(ref.obj).__name__})")
                 return
             kind = _classify(ref.obj)
             if kind is not None and kind[0] != "generator_ctor":
