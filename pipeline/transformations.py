@@ -83,7 +83,7 @@ def get_single_element(dataset):
     return dataset.get_single_element()
 
 
-__all__ = ["INFINITE", "assert_cardinality", "bucket_by_sequence_length", "cardinality", "enumerate_dataset",
+__all__ = ["INFINITE", "assert_cardinality", "at", "from_list", "get_structure", "pad_to_cardinality", "unbatch", "bucket_by_sequence_length", "cardinality", "enumerate_dataset",
            "get_single_element", "group_by_window", "ignore_errors", "map_and_batch", "parallel_interleave",
            "rejection_resample", "scan", "shuffle_and_repeat", "take_while", "unique"]
 
@@ -178,3 +178,88 @@ def _uniform(bits) -> float:
     import numpy as np
 
     return float(np.int64(bits).view(np.uint64) >> np.uint64(11)) * 2.0 ** -53
+
+
+# ---------------------------------------------------------------------------------------- small helpers
+def unbatch():
+    return lambda ds: ds.unbatch()
+
+
+def get_structure(dataset):
+    return dataset.element_spec
+
+
+def at(dataset, index):
+    """The element at ``index`` (``tf.data.experimental.at``); reads ``index`` elements to get there."""
+    from .errors import OutOfRangeError
+
+    index = int(index)
+    if index < 0:
+        raise OutOfRangeError(f"at: index must be non-negative, got {index}.", "at")
+    with iter(dataset.skip(index).take(1)) as it:
+        block = it.next_many(1)
+    if not block:
+        raise OutOfRangeError(f"at: index {index} is past the end of the dataset.", "at")
+    return block[0]
+
+
+def from_list(elements):
+    """``tf.data.experimental.from_list``: a dataset of the given elements (same structure and shapes)."""
+    from . import structure
+    from .dataset import Dataset
+    from .errors import InvalidArgumentError
+
+    elements = [structure.normalize_data(e, "from_list element") for e in elements]
+    if not elements:
+        raise ValueError("from_list: `elements` must not be empty.")
+    try:
+        stacked = structure.stack(elements, what="from_list")
+    except (TypeError, InvalidArgumentError) as e:
+        raise ValueError(f"from_list: the elements must have one structure, dtypes and shapes: {e}") from None
+    return Dataset.from_tensor_slices(stacked)
+
+
+def pad_to_cardinality(cardinality, mask_key="valid"):
+    """``tf.data.experimental.pad_to_cardinality``: dict elements padded with zero elements up to
+    ``cardinality``, each with ``mask_key`` True for real elements and False for padding (what a
+    distributed evaluation needs to count only real examples)."""
+    import numpy as np
+
+    def apply(ds):
+        from . import structure
+        from .dataset import Dataset
+        from .errors import InvalidArgumentError
+
+        spec = ds.element_spec
+        if not isinstance(spec, dict):
+            raise InvalidArgumentError(f"pad_to_cardinality: the elements must be dicts, got {spec!r}.",
+                                       "pad_to_cardinality")
+        if mask_key in spec:
+            raise InvalidArgumentError(f"pad_to_cardinality: the elements already have the key {mask_key!r}.",
+                                       "pad_to_cardinality")
+        n = ds.cardinality()
+        if n < 0:
+            raise InvalidArgumentError("pad_to_cardinality: the dataset must have a known, finite cardinality.",
+                                       "pad_to_cardinality")
+        if n > cardinality:
+            raise InvalidArgumentError(f"pad_to_cardinality: the dataset has {n} elements, more than {cardinality}.",
+                                       "pad_to_cardinality")
+        leaves = structure.flatten(spec)
+        if any(s.shape is None or None in s.shape for s in leaves):
+            raise InvalidArgumentError(f"pad_to_cardinality: padding needs fully known shapes, got {spec!r}.",
+                                       "pad_to_cardinality")
+        def zero(s):
+            if s.dtype == structure.STRING:
+                return b"" if s.shape == () else np.full(s.shape, b"", dtype=object)
+            return np.zeros(s.shape, s.dtype)
+
+        padding = structure.map_structure(zero, spec)
+
+        def mark(valid):
+            return lambda element: {**element, mask_key: np.bool_(valid)}
+
+        real = ds.map(mark(True), output_signature={**spec, mask_key: structure.TensorSpec((), np.bool_)})
+        pad = Dataset.from_tensors(padding).repeat(cardinality - n).map(mark(False))
+        return real.concatenate(pad)
+
+    return apply

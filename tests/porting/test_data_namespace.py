@@ -237,3 +237,43 @@ def test_options_take_tf_datas_experimental_spellings_and_list_their_fields():
         assert field in listed
     with pytest.raises(AttributeError):
         options.experimental_no_such_option = 1
+
+
+def test_at_from_list_get_structure_and_unbatch():
+    ds = tfdata.Dataset.range(10)
+    assert int(E.at(ds, 3)) == 3
+    with pytest.raises(IndexError):
+        E.at(ds, 10)
+    listed = E.from_list([{"a": 1, "b": b"x"}, {"a": 2, "b": b"y"}])
+    assert [(int(e["a"]), e["b"]) for e in listed] == [(1, b"x"), (2, b"y")]
+    assert E.get_structure(listed) == listed.element_spec
+    with pytest.raises(ValueError):
+        E.from_list([(1, 2), (1,)])
+    assert [int(x) for x in ds.batch(4).apply(E.unbatch())] == list(range(10))
+
+
+def test_pad_to_cardinality_pads_dicts_and_marks_real_elements():
+    ds = tfdata.Dataset.from_tensor_slices({"x": np.arange(3, dtype=np.int64), "s": np.array([b"a", b"b", b"c"],
+                                                                                           dtype=object)})
+    padded = ds.apply(E.pad_to_cardinality(5)).as_numpy()
+    assert [int(e["x"]) for e in padded] == [0, 1, 2, 0, 0]
+    assert [bool(e["valid"]) for e in padded] == [True, True, True, False, False]
+    assert [e["s"] for e in padded] == [b"a", b"b", b"c", b"", b""]
+    with pytest.raises(InvalidArgumentError):
+        ds.apply(E.pad_to_cardinality(2))
+    with pytest.raises(InvalidArgumentError):
+        tfdata.Dataset.range(3).apply(E.pad_to_cardinality(5))
+
+
+def test_tfrecord_writer_writes_a_dataset_of_strings(tmp_path):
+    path = str(tmp_path / "w.tfrecord.gz")
+    E.TFRecordWriter(path, "GZIP").write(tfdata.Dataset.from_tensor_slices(np.array([b"a", b"bc"], dtype=object)))
+    assert tfdata.TFRecordDataset(path, "GZIP").as_numpy() == [b"a", b"bc"]
+    with pytest.raises(InvalidArgumentError):
+        E.TFRecordWriter(path).write(tfdata.Dataset.range(3))
+
+
+def test_get_next_as_optional():
+    it = iter(tfdata.Dataset.range(1))
+    first, end = E.get_next_as_optional(it), E.get_next_as_optional(it)
+    assert first.has_value() and int(first.get_value()) == 0 and not end.has_value()
