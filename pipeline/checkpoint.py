@@ -188,7 +188,9 @@ class _Writer:
             leaves.append(stacked)
             scalar.append(t is not np.ndarray)
         template = self.encode(structure.pack_as(first, [None] * len(leaves)), (path, "[0]"))
-        return {_TAG: "stacked", "n": len(items), "template": template, "scalar": scalar,
+        # "order": the leaves follow structure.flatten (dict values by sorted key); states written before
+        # jaxfeed followed tf.nest lack it and list dict values in insertion order (both are read)
+        return {_TAG: "stacked", "n": len(items), "template": template, "scalar": scalar, "order": "sorted",
                 "leaves": [self._array(a, path) for a in leaves]}
 
 
@@ -254,11 +256,13 @@ class _Reader:
         if tag == "stacked":
             template = self.decode(v["template"])
             columns = [self._array(a) for a in v["leaves"]]
+            # states written before jaxfeed followed tf.nest have no "order": dict values in insertion order
+            pack = structure.pack_as if v.get("order") == "sorted" else structure.pack_as_inserted
             out = []
             for i in range(int(v["n"])):
                 # rows of a private stacked array: views, not copies
                 leaves = [col[i] if sc else col[i, ...] for col, sc in zip(columns, v["scalar"])]
-                out.append(structure.pack_as(template, leaves))
+                out.append(pack(template, leaves))
             return out
         if tag == "byteslist":
             data = self.blob(v["b"])

@@ -1,17 +1,23 @@
-"""Nested element structures and their specs.
+"""Nested element structures and their specs -- the one place that knows how nests are walked.
 
-An element is a nest of tuples (namedtuples stay namedtuples), dicts (key order as the user gave it) and
-leaves. Leaves are numpy arrays or numpy scalars; strings are ``bytes`` (object arrays of bytes when
-batched), as ``tf.data``'s ``as_numpy_iterator`` returns them.
+An element is a nest of tuples (namedtuples stay namedtuples), dicts (and other mappings) and leaves,
+with tf.nest's rules (see the "nest" section): a dict's values are flattened in SORTED key order and
+packing keeps each dict's own key order, so dicts always match by key. Leaves are numpy arrays or numpy
+scalars; strings are always ``bytes`` (object arrays of bytes when batched), as ``tf.data``'s
+``as_numpy_iterator`` returns them, whether they came from ``str``, numpy ``U``/``S`` arrays or object
+arrays of ``str``.
 
 Value conversion follows TensorFlow so ported pipelines keep their dtypes (a documented choice, see
 README "Differences from tf.data"): Python ``int`` becomes int32 when it fits (else int64), ``float``
 becomes float32, ``bool`` bool, ``str``/``bytes`` bytes; numpy values keep their dtype. A Python list in
-*input data* is one array, not a structure; a list *returned by a user function* becomes a tuple.
+*input data* is one array, not a structure; a list *returned by a user function* becomes a tuple at the
+top level and an array inside (``normalize``).
 """
 
 from __future__ import annotations
 
+import collections
+import collections.abc
 import numbers
 import operator
 from typing import Any, Callable, Iterable, Sequence
@@ -108,50 +114,220 @@ def shape_compatible(spec_shape, shape) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------- nest
+# tf.nest's rules (tf.data's modality), which every node, the checkpoint and cache formats and distribute
+# follow through the functions below -- never by walking tuples or dicts themselves:
+# - nests are tuples (namedtuples: same name and fields make the same type), dicts and any other
+#   ``collections.abc.Mapping`` (OrderedDict, defaultdict, ...), and attrs-decorated classes;
+#   a Python list is a leaf (input data: one array; function results: see ``normalize``);
+# - a mapping's values are taken in SORTED key order (TypeError "nest only supports dicts with sortable
+#   keys." otherwise), so two dicts match by key whatever order their keys were inserted in;
+# - packing leaves into a mapping keeps the target's own key order and type; attrs classes take their
+#   fields in ``__attrs_attrs__`` order and are rebuilt by ``cls(*values)``.
+_LEAF, _TUPLE, _NAMEDTUPLE, _TUPLE_SUBCLASS, _DICT, _MAPPING, _ATTRS = range(1, 8)  # 0 is never a kind
+_kinds: dict = {}  # type -> kind: one dict lookup per node of a nest, no isinstance chain (flatten is per element)
+
+
+def _classify(t) -> int:
+    if issubclass(t, tuple):
+        fields = getattr(t, "_fields", None)
+        if isinstance(fields, collections.abc.Sequence) and all(isinstance(f, str) for f in fields):
+            return _NAMEDTUPLE
+        return _TUPLE if t is tuple else _TUPLE_SUBCLASS
+    if t is dict:
+        return _DICT
+    if issubclass(t, collections.abc.Mapping):
+        return _MAPPING
+    if hasattr(t, "__attrs_attrs__"):
+        return _ATTRS
+    return _LEAF
+
+
+def _kind(x) -> int:
+    t = type(x)
+    k = _kinds.get(t)
+    if k is None:
+        k = _kinds[t] = _classify(t)
+    return k
+
+
+for _t in (np.ndarray, bytes, str, int, float, bool, list, type(None), np.int32, np.int64, np.float32, np.float64):
+    _kinds[_t] = _LEAF
+_kinds[tuple], _kinds[dict] = _TUPLE, _DICT
+
+_sorted_keys_memo: dict = {}  # keys in insertion order -> (keys sorted, already sorted?)
+_MEMO_LIMIT = 4096
+
+
+def _sorted_keys(mapping) -> tuple:
+    """``(sorted keys, whether the mapping's own order is already sorted)``, memoised per key tuple: the
+    elements of a pipeline share a few key sets, and a memo hit costs less than ``sorted``."""
+    keys = tuple(mapping)
+    try:
+        hit = _sorted_keys_memo.get(keys)
+    except TypeError:  # unhashable keys cannot be a dict's, but a Mapping's iteration could yield anything
+        hit = None
+    if hit is None:
+        try:
+            ordered = tuple(sorted(keys))
+        except TypeError:
+            raise TypeError(f"nest only supports dicts with sortable keys; got keys {list(keys)!r:.200}") from None
+        hit = (ordered, ordered == keys)
+        if len(_sorted_keys_memo) >= _MEMO_LIMIT:  # many distinct key sets (ids as keys): keep the memo small
+            _sorted_keys_memo.clear()
+        try:
+            _sorted_keys_memo[keys] = hit
+        except TypeError:
+            pass
+    return hit
+
+
+def sorted_keys(mapping) -> tuple:
+    """A mapping's keys in the order its values are flattened (sorted, as tf.nest)."""
+    return _sorted_keys(mapping)[0]
+
+
+def _attrs_names(t) -> tuple:
+    return tuple(a.name for a in t.__attrs_attrs__)
+
+
 def is_namedtuple(x) -> bool:
-    return isinstance(x, tuple) and hasattr(type(x), "_fields")
+    return _kind(x) == _NAMEDTUPLE
+
+
+def is_mapping(x) -> bool:
+    k = _kind(x)
+    return k == _DICT or k == _MAPPING
 
 
 def is_nested(x) -> bool:
-    return isinstance(x, (tuple, dict))
+    return _kind(x) != _LEAF
+
+
+def children(structure) -> list:
+    """The direct sub-structures of a nest node in flatten order (``[]`` for a leaf)."""
+    k = _kind(structure)
+    if k == _LEAF:
+        return []
+    if k == _DICT or k == _MAPPING:
+        return [structure[key] for key in _sorted_keys(structure)[0]]
+    if k == _ATTRS:
+        return [getattr(structure, n) for n in _attrs_names(type(structure))]
+    return list(structure)
 
 
 def flatten(structure) -> list:
-    """Leaves in a fixed order: tuple positions, then dict insertion order."""
+    """The leaves in tf.nest's order: tuple positions, mapping values by sorted key, attrs fields."""
+    kinds = _kinds
+    t = type(structure)
+    if t is tuple:  # the common element: a flat tuple of arrays
+        for x in structure:
+            if kinds.get(type(x)) != _LEAF:
+                break
+        else:
+            return list(structure)
+    elif kinds.get(t) == _LEAF:
+        return [structure]
     out: list = []
     _flatten_into(structure, out)
     return out
 
 
 def _flatten_into(s, out):
-    if isinstance(s, tuple):
-        for x in s:
-            _flatten_into(x, out)
-    elif isinstance(s, dict):
-        for x in s.values():
-            _flatten_into(x, out)
-    else:
+    kinds = _kinds
+    k = kinds.get(type(s)) or _kind(s)
+    if k == _LEAF:
         out.append(s)
+        return
+    if k == _DICT or k == _MAPPING:
+        items = [s[key] for key in _sorted_keys(s)[0]]
+    elif k == _ATTRS:
+        items = [getattr(s, n) for n in _attrs_names(type(s))]
+    else:
+        items = s
+    for x in items:  # leaves inline: a call per leaf would double the cost of a flat dict
+        if kinds.get(type(x)) == _LEAF:
+            out.append(x)
+        else:
+            _flatten_into(x, out)
 
 
 def pack_as(structure, leaves: Sequence):
-    """Rebuild ``structure``'s nest with ``leaves`` (as produced by ``flatten``)."""
+    """Rebuild ``structure``'s nest with ``leaves`` in ``flatten`` order (a mapping keeps its own key order
+    and type). ValueError when the number of leaves differs."""
     it = iter(leaves)
     result = _pack(structure, it)
+    if next(it, _END) is not _END:
+        raise ValueError(f"pack_as: more leaves than the structure {describe(structure)} holds.")
     return result
 
 
+_END = object()
+
+
 def _pack(s, it):
-    if isinstance(s, tuple):
-        items = [_pack(x, it) for x in s]
-        return type(s)(*items) if is_namedtuple(s) else tuple(items)
-    if isinstance(s, dict):
-        return {k: _pack(v, it) for k, v in s.items()}
-    return next(it)
+    k = _kinds.get(type(s)) or _kind(s)
+    if k == _LEAF:
+        x = next(it, _END)
+        if x is _END:
+            raise ValueError("pack_as: fewer leaves than the structure holds.")
+        return x
+    if k == _TUPLE:
+        return tuple([_pack(x, it) for x in s])
+    if k == _DICT or k == _MAPPING:
+        ordered, in_order = _sorted_keys(s)
+        values = {key: _pack(s[key], it) for key in ordered}
+        if k == _DICT:
+            return values if in_order else {key: values[key] for key in s}
+        return rebuild_mapping(s, [(key, values[key]) for key in s])
+    if k == _ATTRS:
+        return type(s)(*[_pack(getattr(s, n), it) for n in _attrs_names(type(s))])
+    items = [_pack(x, it) for x in s]
+    return type(s)(*items) if k == _NAMEDTUPLE else type(s)(items)
+
+
+def pack_as_inserted(structure, leaves: Sequence):
+    """``pack_as`` for leaves listed with each dict's values in its INSERTION order -- the order jaxfeed
+    flattened in before it followed tf.nest. Only for reading files written then (checkpoint states
+    without the ``"order": "sorted"`` marker); everything else uses ``pack_as``."""
+    it = iter(leaves)
+
+    def pack(s):
+        k = _kind(s)
+        if k == _LEAF:
+            return next(it)
+        if k == _DICT or k == _MAPPING:
+            return rebuild_mapping(s, [(key, pack(x)) for key, x in s.items()])
+        return _rebuild(s, k, [pack(x) for x in children(s)])
+
+    return pack(structure)
+
+
+def rebuild_mapping(like, items):
+    """A mapping of ``like``'s type holding ``items`` (key, value pairs), as tf.nest rebuilds one: a
+    defaultdict keeps its factory; a mutable mapping is filled key by key; others get the pairs."""
+    t = type(like)
+    if t is dict:
+        return dict(items)
+    if isinstance(like, collections.defaultdict):
+        out = collections.defaultdict(like.default_factory)
+        out.update(items)
+        return out
+    if isinstance(like, collections.abc.MutableMapping):
+        try:
+            out = t()
+        except TypeError:
+            return t(items)
+        for key, value in items:
+            out[key] = value
+        return out
+    try:
+        return t(items)
+    except TypeError as e:
+        raise TypeError(f"Cannot rebuild a {t.__name__} mapping from key-value pairs: {e}") from None
 
 
 def map_structure(fn: Callable, structure, *others):
-    """Apply ``fn`` leaf by leaf over one or more structures of the same nest."""
+    """Apply ``fn`` leaf by leaf over one or more structures of the same nest (matched by dict key)."""
     if others:
         for o in others:
             assert_same_structure(structure, o)
@@ -160,13 +336,73 @@ def map_structure(fn: Callable, structure, *others):
     return pack_as(structure, [fn(x) for x in flatten(structure)])
 
 
+def flatten_up_to(shallow, value, what: str = "value") -> list:
+    """``value``'s sub-structures at the leaf positions of ``shallow`` (a spec or an element), in
+    ``flatten`` order: per-component arguments such as ``padded_shapes``. TypeError naming the place
+    where ``value`` does not follow ``shallow``'s nest."""
+    out: list = []
+    _up_to(shallow, value, "", out, what, shallow)
+    return out
+
+
+def _up_to(t, v, path, out, what, top):
+    k = _kind(t)
+    if k == _LEAF:
+        out.append(v)
+        return
+    vk = _kind(v)
+    problem = None
+    if k == _DICT or k == _MAPPING:
+        if vk != _DICT and vk != _MAPPING:
+            problem = f"expected a dict, got {type(v).__name__}"
+        elif set(v) != set(t):
+            problem = f"expected keys {sorted_keys(t)!r}, got {list(v)!r}"
+        else:
+            for key in _sorted_keys(t)[0]:
+                _up_to(t[key], v[key], f"{path}[{key!r}]", out, what, top)
+            return
+    elif k == _ATTRS:
+        if type(v) is not type(t):
+            problem = f"expected a {type(t).__name__}, got {type(v).__name__}"
+        else:
+            for n in _attrs_names(type(t)):
+                _up_to(getattr(t, n), getattr(v, n), f"{path}.{n}", out, what, top)
+            return
+    else:
+        if vk not in (_TUPLE, _NAMEDTUPLE, _TUPLE_SUBCLASS) or len(v) != len(t):
+            problem = f"expected a tuple of {len(t)}, got {v!r:.80}"
+        else:
+            for i, (a, b) in enumerate(zip(t, v)):
+                _up_to(a, b, f"{path}[{i}]", out, what, top)
+            return
+    raise TypeError(f"`{what}` must match the element structure {describe(top)}; at {path or 'the top'} "
+                    f"{problem}.")
+
+
+def _same_type(a, b, k) -> bool:
+    if k == _NAMEDTUPLE:  # as tf.nest: namedtuples with the same name and fields are one type
+        ta, tb = type(a), type(b)
+        return ta is tb or (ta.__name__ == tb.__name__ and tuple(ta._fields) == tuple(tb._fields))
+    if k == _DICT or k == _MAPPING:
+        return True  # two mapping types compare equal (tf.nest): dict and OrderedDict match
+    return type(a) is type(b)
+
+
 def same_structure(a, b) -> bool:
-    if isinstance(a, tuple):
-        return (isinstance(b, tuple) and len(a) == len(b) and is_namedtuple(a) == is_namedtuple(b)
-                and all(same_structure(x, y) for x, y in zip(a, b)))
-    if isinstance(a, dict):
-        return isinstance(b, dict) and set(a) == set(b) and all(same_structure(a[k], b[k]) for k in a)
-    return not is_nested(b)
+    """The same nest: tuple lengths and types (namedtuples by name and fields), mapping key SETS (any two
+    mapping types match, as in tf.nest), attrs classes; leaves anywhere."""
+    ka, kb = _kind(a), _kind(b)
+    a_map, b_map = ka == _DICT or ka == _MAPPING, kb == _DICT or kb == _MAPPING
+    if a_map or b_map:
+        return a_map and b_map and set(a) == set(b) and all(same_structure(a[key], b[key]) for key in a)
+    if ka != kb:
+        return False
+    if ka == _LEAF:
+        return True
+    if not _same_type(a, b, ka):
+        return False
+    ca, cb = children(a), children(b)
+    return len(ca) == len(cb) and all(same_structure(x, y) for x, y in zip(ca, cb))
 
 
 def assert_same_structure(a, b, what: str = "structures"):
@@ -175,21 +411,30 @@ def assert_same_structure(a, b, what: str = "structures"):
 
 
 def describe(structure) -> str:
-    """A short nest sketch for messages: ``(., {'a': .})``."""
-    if isinstance(structure, tuple):
-        inner = ", ".join(describe(x) for x in structure)
-        return f"{type(structure).__name__}({inner})" if is_namedtuple(structure) else f"({inner})"
-    if isinstance(structure, dict):
-        return "{" + ", ".join(f"{k!r}: {describe(v)}" for k, v in structure.items()) + "}"
-    return "."
+    """A short nest sketch for messages: ``(., {'a': .})`` (dicts in their own key order)."""
+    k = _kind(structure)
+    if k == _LEAF:
+        return "."
+    if k == _DICT or k == _MAPPING:
+        inner = "{" + ", ".join(f"{key!r}: {describe(v)}" for key, v in structure.items()) + "}"
+        return inner if k == _DICT else f"{type(structure).__name__}({inner})"
+    if k == _ATTRS:
+        names = _attrs_names(type(structure))
+        return f"{type(structure).__name__}(" + ", ".join(f"{n}={describe(getattr(structure, n))}"
+                                                           for n in names) + ")"
+    inner = ", ".join(describe(x) for x in structure)
+    return f"({inner})" if k == _TUPLE else f"{type(structure).__name__}({inner})"
 
 
 # ------------------------------------------------------------------------------------------ conversion
 def to_array(value, what: str = "value") -> np.ndarray | np.generic:
     """Convert one leaf the way TensorFlow converts Python values (see the module docstring)."""
     if isinstance(value, (np.ndarray, np.generic)):
-        if value.dtype.kind in "SU":
+        kind = value.dtype.kind
+        if kind in "SU":
             return _strings_to_object(value)
+        if kind == "O" and isinstance(value, np.ndarray):
+            return strings_as_bytes(value)
         return value
     if isinstance(value, bool):
         return np.bool_(value)
@@ -214,6 +459,19 @@ def _strings_to_object(arr):
     return out if arr.ndim else out[()]
 
 
+def strings_as_bytes(arr: np.ndarray) -> np.ndarray:
+    """An object array with its ``str`` items (and numpy string scalars) as UTF-8 ``bytes``: TF yields
+    strings as bytes whatever they were made from. The array itself when it holds none (no copy)."""
+    flat = arr.reshape(-1)
+    types = set(map(type, flat))
+    if types <= {bytes} or not (str in types or np.str_ in types or np.bytes_ in types):
+        return arr
+    out = np.empty(arr.shape, dtype=object)
+    out.reshape(-1)[:] = [x.encode() if isinstance(x, str) else bytes(x) if isinstance(x, bytes) else x
+                          for x in flat.tolist()]
+    return out
+
+
 def _list_to_array(value, what):
     if not isinstance(value, list):
         arr = np.asarray(value)
@@ -227,6 +485,10 @@ def _list_to_array(value, what):
     kinds = {_leaf_kind(x) for x in leaves}
     if "str" in kinds and len(kinds) > 1:
         raise ValueError(f"Can't convert {what}: a Python list mixes strings and numbers.")
+    if "other" in kinds:
+        odd = next(x for x in leaves if _leaf_kind(x) == "other")
+        raise TypeError(f"Can't convert {what}: a Python list holds a {type(odd).__name__} ({odd!r:.60}); "
+                        "lists in data and inner lists of function results become arrays of numbers or strings.")
     if "str" in kinds:
         dtype = STRING
     elif "float" in kinds:
@@ -256,7 +518,7 @@ def _list_to_array(value, what):
 
 def _iter_list_leaves(value):
     for x in value:
-        if isinstance(x, list):
+        if isinstance(x, (list, tuple)):  # inside a list, tuples are rows too (np.array's view)
             yield from _iter_list_leaves(x)
         else:
             yield x
@@ -276,39 +538,66 @@ def _leaf_kind(x):
     return "other"
 
 
-_FAST_LEAF_TYPES = (np.ndarray, np.generic, bytes)
-
-
 def normalize(value, what: str = "element"):
-    """Convert a structure a user produced into an element: lists become tuples (TF's rule for function
-    results), leaves become numpy values."""
-    if isinstance(value, _FAST_LEAF_TYPES):
+    """Convert the result of a user function into an element, as tf.data does: a TOP-LEVEL list becomes a
+    tuple; an inner list is one array (``{"a": [x, x]}`` -> an int64[2] leaf); leaves become numpy values
+    and strings ``bytes`` (``str``, numpy ``U`` arrays and object arrays of ``str`` alike)."""
+    t = type(value)
+    if t is np.ndarray and value.dtype.kind not in "OSU":  # the common result: one numeric array
         return value
-    if isinstance(value, tuple):
-        items = [normalize(x, what) for x in value]
-        return type(value)(*items) if is_namedtuple(value) else tuple(items)
-    if isinstance(value, list):
-        return tuple(normalize(x, what) for x in value)
-    if isinstance(value, dict):
-        return {k: normalize(v, what) for k, v in value.items()}
-    if value is None:
-        raise InvalidArgumentErrorLazy(f"{what} is None; a function must return a value (not None).")
-    return to_array(value, what)
+    if t is list:
+        return tuple([_normalize(x, what) for x in value])
+    return _normalize(value, what)
+
+
+def _normalize(value, what):
+    t = type(value)
+    if t is np.ndarray:
+        return value if value.dtype.kind not in "OSU" else to_array(value, what)
+    if t is bytes:
+        return value
+    if t is tuple:
+        return tuple([_normalize(x, what) for x in value])
+    if t is dict:  # converted key by key: the dict keeps its own order, no sorting needed here
+        return {key: _normalize(x, what) for key, x in value.items()}
+    if isinstance(value, np.generic):
+        return value if value.dtype.kind not in "SU" else to_array(value, what)
+    k = _kinds.get(t) or _kind(value)
+    if k == _LEAF:
+        if value is None:
+            raise InvalidArgumentErrorLazy(f"{what} is None; a function must return a value (not None).")
+        return to_array(value, what)
+    return _rebuild(value, k, [_normalize(x, what) for x in children(value)])
+
+
+def normalize_inner(value, what: str = "element"):
+    """``normalize`` for a part of a function's result (a scan's new state, a reduce's accumulator): a list
+    there is one array, not a tuple."""
+    return _normalize(value, what)
 
 
 def normalize_data(value, what: str = "input data"):
     """Convert *input data* (from_tensors/from_tensor_slices): a Python list is one array, not a nest."""
-    if isinstance(value, tuple):
-        items = [normalize_data(x, what) for x in value]
-        return type(value)(*items) if is_namedtuple(value) else tuple(items)
-    if isinstance(value, dict):
-        return {k: normalize_data(v, what) for k, v in value.items()}
-    if value is None:
-        raise ValueError(f"Cannot convert None {what} to an array.")
-    if _is_dataset(value):
-        return value
-    arr = to_array(value, what)
-    return arr
+    k = _kind(value)
+    if k == _LEAF:
+        if value is None:
+            raise ValueError(f"Cannot convert None {what} to an array.")
+        if _is_dataset(value):
+            return value
+        return to_array(value, what)
+    return _rebuild(value, k, [normalize_data(x, what) for x in children(value)])
+
+
+def _rebuild(like, k, items: list):
+    """A nest node of ``like``'s kind and type holding ``items`` (its converted children, flatten order)."""
+    if k == _TUPLE:
+        return tuple(items)
+    if k == _DICT or k == _MAPPING:
+        values = dict(zip(_sorted_keys(like)[0], items))
+        return rebuild_mapping(like, [(key, values[key]) for key in like])
+    if k == _NAMEDTUPLE or k == _ATTRS:
+        return type(like)(*items)
+    return type(like)(items)
 
 
 def _is_dataset(value):
@@ -398,12 +687,16 @@ def batched_len(batched) -> int:
 
 
 def iter_structure_paths(structure, prefix: str = "") -> Iterable[tuple[str, Any]]:
-    """(path, leaf) pairs, paths like ``[0]['image']``, for messages and fingerprints."""
-    if isinstance(structure, tuple):
+    """(path, leaf) pairs in ``flatten`` order, paths like ``[0]['image']``, for messages and fingerprints."""
+    k = _kind(structure)
+    if k == _LEAF:
+        yield prefix or "<element>", structure
+    elif k == _DICT or k == _MAPPING:
+        for key in _sorted_keys(structure)[0]:
+            yield from iter_structure_paths(structure[key], f"{prefix}[{key!r}]")
+    elif k == _ATTRS:
+        for n in _attrs_names(type(structure)):
+            yield from iter_structure_paths(getattr(structure, n), f"{prefix}.{n}")
+    else:
         for i, x in enumerate(structure):
             yield from iter_structure_paths(x, f"{prefix}[{i}]")
-    elif isinstance(structure, dict):
-        for k, x in structure.items():
-            yield from iter_structure_paths(x, f"{prefix}[{k!r}]")
-    else:
-        yield prefix or "<element>", structure

@@ -16,6 +16,15 @@ from .rows import RowQueue
 from ..errors import in_transformation
 
 _PLAIN_LEAVES = (np.ndarray, np.generic, bytes)
+_TEXT_SCALARS = (np.str_, np.bytes_)  # numpy values, but strings: normalize makes them plain bytes
+
+
+def _plain(v) -> bool:
+    """``v`` is an element leaf as it is: a numeric numpy value or ``bytes`` (string arrays and numpy string
+    scalars still need ``structure.normalize``, which makes their strings bytes)."""
+    if type(v) is np.ndarray:
+        return v.dtype.kind not in "OSU"
+    return isinstance(v, _PLAIN_LEAVES) and not isinstance(v, _TEXT_SCALARS)
 
 
 class Failure:
@@ -71,9 +80,10 @@ def normalize_results(out: list, label: str) -> list:
     if not out:
         return out
     t = type(out[0])
-    if issubclass(t, _PLAIN_LEAVES) and len(set(map(type, out))) == 1:
+    if issubclass(t, _PLAIN_LEAVES) and len(set(map(type, out))) == 1 and (
+            all(map(_plain, out)) if t is np.ndarray or issubclass(t, _TEXT_SCALARS) else True):
         return out
-    if t is tuple and all(type(o) is tuple and all(isinstance(v, _PLAIN_LEAVES) for v in o) for o in out):
+    if t is tuple and all(type(o) is tuple and all(map(_plain, o)) for o in out):
         return out  # flat tuples of numpy values (the common multi-output map) are elements already
     result = []
     for o in out:

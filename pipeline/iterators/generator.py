@@ -70,12 +70,12 @@ def _leaf_converter(spec, label):
             if isinstance(value, str):
                 value = value.encode()
             if isinstance(value, bytes):
-                return check_shape(value)
+                return check_shape(value if type(value) is bytes else bytes(value))  # np.bytes_ too
             arr = np.asarray(value)
             if arr.dtype.kind not in "SUO":
                 raise InvalidArgumentError(f"{label}: `generator` yielded {arr.dtype} data where strings were "
                                            "expected.", label)
-            return check_shape(structure.to_array(arr) if arr.dtype.kind in "SU" else arr)
+            return check_shape(structure.to_array(arr))  # str items (U or object arrays) become bytes
         arr = np.asarray(value)
         if arr.dtype != dtype:
             arr = _cast(arr, dtype, value, label)

@@ -18,13 +18,17 @@ def _dtype(leaf):
 
 
 def step(fn, state, element, label: str):
-    """``(new_state, output)`` of one call, normalised; TypeError naming ``label`` if it is not a pair."""
+    """``(new_state, output)`` of one call, normalised; TypeError naming ``label`` if it is not a pair.
+
+    The pair is the function's result, so only it is "top level": a list state or output inside it is one
+    array, as in tf.data (``scan([0, 1], lambda s, _: ([s[1], s[0] + s[1]], s[0]))`` keeps an int32[2]
+    state), while a top-level list pair is a tuple."""
     result = fn(state, element)
-    if not isinstance(result, (tuple, list)) or len(result) != 2:
+    if type(result) not in (tuple, list) or len(result) != 2:
         raise TypeError(f"{label}: `scan_func` must return a pair (new_state, output), got "
                         f"{type(result).__name__}.")
-    return (structure.normalize(result[0], f"new state of {label}"),
-            structure.normalize(result[1], f"output of {label}"))
+    return (structure.normalize_inner(result[0], f"new state of {label}"),
+            structure.normalize_inner(result[1], f"output of {label}"))
 
 
 def leaf_dtypes(state) -> list:

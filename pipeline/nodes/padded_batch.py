@@ -95,27 +95,12 @@ class PaddedBatch(Node):
 
 
 def up_to(template, value, what):
-    """``value``'s entries at the component positions of ``template`` (a spec or an element)."""
-    out: list = []
-
-    def walk(t, v, path):
-        if isinstance(t, tuple):
-            if not isinstance(v, tuple) or len(v) != len(t):
-                raise TypeError(f"padded_batch: `{what}` must match the element structure "
-                                f"{structure.describe(template)}; at {path or 'the top'} got {v!r:.80}")
-            for i, (a, b) in enumerate(zip(t, v)):
-                walk(a, b, f"{path}[{i}]")
-        elif isinstance(t, dict):
-            if not isinstance(v, dict) or set(v) != set(t):
-                raise TypeError(f"padded_batch: `{what}` must match the element structure "
-                                f"{structure.describe(template)}; at {path or 'the top'} got {v!r:.80}")
-            for k in t:
-                walk(t[k], v[k], f"{path}[{k!r}]")
-        else:
-            out.append(v)
-
-    walk(template, value, "")
-    return out
+    """``value``'s entries at the component positions of ``template`` (a spec or an element), in
+    ``structure.flatten`` order: dicts match by key, as the components do."""
+    try:
+        return structure.flatten_up_to(template, value, what)
+    except TypeError as e:
+        raise TypeError(f"padded_batch: {e}") from None
 
 
 def as_dims(shape, path) -> tuple:

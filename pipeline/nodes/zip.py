@@ -8,19 +8,15 @@ from .. import structure
 from .base import INFINITE, UNKNOWN, Node
 
 
-def _check_nest(value, path="datasets"):
-    if isinstance(value, list):
-        raise TypeError(f"zip: Invalid `datasets` ({path} is a list). Python `list` is not supported and you "
-                        "should use `tuple` instead.")
-    if isinstance(value, tuple):
-        for i, x in enumerate(value):
-            _check_nest(x, f"{path}[{i}]")
-    elif isinstance(value, dict):
-        for k, x in value.items():
-            _check_nest(x, f"{path}[{k!r}]")
-    elif not isinstance(getattr(value, "_node", None), Node):
-        raise TypeError(f"zip: Invalid `datasets`: {path} is a {type(value).__name__}, not a Dataset. `datasets` "
-                        "must be a (nested) structure of Datasets.")
+def _check_nest(datasets):
+    """TypeError unless ``datasets`` is a (nested) structure of Datasets: tuples, dicts -- not lists."""
+    for path, leaf in structure.iter_structure_paths(datasets, "datasets"):
+        if isinstance(leaf, list):
+            raise TypeError(f"zip: Invalid `datasets` ({path} is a list). Python `list` is not supported and you "
+                            "should use `tuple` instead.")
+        if not isinstance(getattr(leaf, "_node", None), Node):
+            raise TypeError(f"zip: Invalid `datasets`: {path} is a {type(leaf).__name__}, not a Dataset. "
+                            "`datasets` must be a (nested) structure of Datasets.")
 
 
 class Zip(Node):
