@@ -11,7 +11,8 @@ from .auto_sharding import AutoShardError, AutoShardPlan, auto_shard, auto_shard
 from .context import get_replica_context, get_strategy, has_strategy, in_cross_replica_context
 from .strategy import (InputContext, InputOptions, InputReplicationMode, ReplicaContext, Strategy,
                        ValueContext)
-from .values import DistributedValues, PerReplica, ReduceOp, VariableAggregation, VariableSynchronization
+from .values import (DistributedValues, PerReplica, PerReplicaSpec, ReduceOp, VariableAggregation,
+                     VariableSynchronization)
 from .variables import MirroredVariable, SyncOnReadVariable, Variable
 
 
@@ -39,6 +40,6 @@ __all__ = [
     "MirroredStrategy", "MultiWorkerMirroredStrategy", "Variable", "MirroredVariable", "ReduceOp", "InputContext",
     "ValueContext", "InputOptions", "InputReplicationMode", "VariableAggregation", "VariableSynchronization",
     "get_strategy", "has_strategy", "get_replica_context", "in_cross_replica_context", "TFConfigClusterResolver",
-    "ClusterSpec", "SyncOnReadVariable", "PerReplica", "DistributedValues", "ReplicaContext", "Strategy", "DistributedDataset",
+    "ClusterSpec", "SyncOnReadVariable", "PerReplica", "PerReplicaSpec", "DistributedValues", "ReplicaContext", "Strategy", "DistributedDataset",
     "DistributedIterator", "auto_shard", "auto_shard_plan", "AutoShardPlan", "AutoShardError",
 ]

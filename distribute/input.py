@@ -12,11 +12,20 @@
 
 Each step takes R consecutive pieces (one per local replica, in replica order). When the data runs out in
 the middle of a step, the remaining replicas get empty batches; a step is produced if any replica of any
-worker got data (workers agree on that through the coordination service). A step whose pieces are not all
-the same size is *ragged*: every piece is zero-padded to the step's capacity (ceil(B/N), or the largest
-piece when B is unknown), and the ``PerReplica`` carries the true sizes (``.sizes``); ``run`` exposes them as
-``get_replica_context().num_examples`` / ``example_mask``, ``reduce(..., axis=0)`` and
+worker got data (workers agree on that through the coordination service) -- except, as tf.distribute, on
+one worker when the per-replica element spec is fully static (e.g. ``batch(..., drop_remainder=True)``
+into ``distribute_datasets_from_function``): then the partial last step is dropped. A step whose pieces are
+not all the same size is *ragged*: every piece is zero-padded to the step's capacity (ceil(B/N) for a
+static global batch size B, so the compiled step is reused; else the largest piece), and each
+``PerReplica`` carries the true sizes (``.sizes``); ``run`` exposes them as
+``get_replica_context().num_examples`` / ``example_mask``, ``reduce(..., axis=0)``, ``gather`` and
 ``experimental_local_results`` use them.
+
+A step is regrouped as tf.distribute does: the element's nest (``pipeline.structure``, the one nest module)
+with one ``PerReplica`` per component, so ``x, y = next(it)`` works and dict components keep their keys.
+Numeric components go to the devices through ``values.to_device_dtype`` (64-bit values need JAX's x64 mode,
+as it was on the thread that created the iterator, or must fit 32 bits); string components stay on the
+host as host ``PerReplica`` values (as TF keeps them on the CPU).
 
 A background thread prepares up to ``experimental_per_replica_buffer_size`` steps ahead and places them on
 the devices -- except under determinism (``jaxfeed.determinism.enable_op_determinism``) when the pipeline
@@ -31,6 +40,7 @@ logged to the ``jaxfeed.determinism`` logger, and ``iterator.synchronous_reason`
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import queue
 import sys
@@ -47,7 +57,7 @@ from . import auto_sharding as _auto_shard
 from . import lifetime
 from .rebatch import BalancedRebatch, LegacyRebatch
 from .strategy import InputContext, InputOptions, InputReplicationMode
-from .values import PerReplica
+from .values import PerReplica, PerReplicaSpec, device_dtype, to_device_dtype, x64_enabled
 
 STATE_VERSION = 1
 _det_logger = logging.getLogger("jaxfeed.determinism")
@@ -85,7 +95,8 @@ class DistributedDataset:
         self._options = options
         self._consecutive = consecutive
         self._cap = static_cap
-        self._element_spec = element_spec
+        self._replica_spec = element_spec  # one replica's TensorSpec nest, dtypes as the pipeline yields them
+        self._warned: set = set()  # components whose 64-bit values were reported narrowed (once each)
         self.decision = decision  # the auto-shard decision (policy applied and why), None for from_function
         self._serial = 0
         self._source = None  # experimental_distribute_dataset: the user's global dataset G
@@ -177,8 +188,25 @@ class DistributedDataset:
     # ------------------------------------------------------------------ protocol
     @property
     def element_spec(self):
-        """The per-replica element spec (leading dimension None unless every replica's size is static)."""
-        return self._element_spec
+        """The element's nest with a ``PerReplicaSpec`` per component (one spec per local replica, as
+        tf.distribute): the leading dimension is None unless every replica's size is static; dtypes are the
+        ones that arrive (64-bit ones are 32-bit on the devices while JAX's x64 mode is off; strings and
+        ``experimental_fetch_to_device=False`` stay numpy on the host)."""
+        fetch = self._options.experimental_fetch_to_device
+        x64 = x64_enabled()
+        n = max(1, len(getattr(self._strategy, "_local_replica_ids", ()) or ()))
+
+        def one(spec):
+            if fetch and isinstance(spec, st.TensorSpec) and spec.dtype != st.STRING:
+                spec = st.TensorSpec(spec.shape, device_dtype(spec.dtype, x64))
+            return PerReplicaSpec(*([spec] * n))
+
+        return st.map_structure(one, self._replica_spec)
+
+    def _fully_static(self) -> bool:
+        """tf.distribute's ``_is_statically_shaped`` of the per-replica spec: every dimension known."""
+        leaves = st.flatten(self._replica_spec)
+        return bool(leaves) and all(getattr(x, "shape", None) is not None and None not in x.shape for x in leaves)
 
     def __iter__(self):
         self._serial += 1
@@ -261,6 +289,9 @@ class DistributedDataset:
         return iter(new)
 
     def reduce(self, initial_state, reduce_fn):
+        """``reduce_fn(state, step)`` over every step, in order (tf.distribute's ``DistributedDataset.reduce``);
+        steps are regrouped (a nest of ``PerReplica``) and ragged ones carry their true sizes, so
+        ``strategy.reduce(..., axis=0)`` inside ``reduce_fn`` counts only real examples."""
         state = initial_state
         for step in self:
             state = reduce_fn(state, step)
@@ -314,6 +345,12 @@ class DistributedIterator:
         self._closed = False
         self._generation = 0
         self._uid = self._strategy._next_iterator_uid()
+        # JAX's x64 mode is thread-local: the prefetch thread places steps as the creating thread would
+        self._x64 = x64_enabled()
+        # tf.distribute drops a partial last step when one worker's per-replica shapes are fully static
+        # (its partial-batch handling is off then): ``batch(drop_remainder=True)`` gives whole steps only
+        self._drop_partial = self._strategy._input_workers()[0] == 1 and dds._fully_static()
+        self._paths = None
         self.synchronous_reason = _synchronous_reason(dds._datasets)
         if self.synchronous_reason is not None:
             _det_logger.info("distributed iterator: steps are read on the consumer's thread, no prefetch thread "
@@ -345,6 +382,8 @@ class DistributedIterator:
     def _host_step(self):
         """The next step as host data: {"leaves": [...], "sizes": [N ints], "cap": c}; None at the end."""
         pieces = self._pieces()
+        if self._drop_partial and (len(pieces) < self._R or any(p is None for p in pieces)):
+            pieces = []  # a partial step under fully static shapes: the end (tf.distribute's rule)
         local_sizes = [0] * self._R
         for i, p in enumerate(pieces):
             if p is not None:
@@ -365,9 +404,6 @@ class DistributedIterator:
         out = []
         for j, t in enumerate(tmpl):
             t = np.asarray(t)
-            if t.dtype == object:
-                raise TypeError("distributed datasets cannot place string components on devices; decode them to "
-                                "numbers in the pipeline (or use InputOptions(experimental_fetch_to_device=False))")
             parts = []
             for i in range(self._R):
                 piece = leaves_per_piece[i][j] if i < len(leaves_per_piece) and leaves_per_piece[i] is not None \
@@ -375,13 +411,15 @@ class DistributedIterator:
                 piece = np.asarray(piece)
                 if piece.shape[0] < cap:
                     pad = np.zeros((cap - piece.shape[0],) + piece.shape[1:], piece.dtype)
+                    if piece.dtype == object:  # strings (host values): padded with b"", never read
+                        pad[...] = b""
                     piece = np.concatenate([piece, pad], axis=0)
                 parts.append(piece)
             out.append(np.concatenate(parts, axis=0) if len(parts) > 1 else np.array(parts[0], copy=True))
         return {"leaves": out, "sizes": list(sizes), "cap": cap}
 
     def _empty_template(self):
-        spec = self._dds._element_spec
+        spec = self._dds._replica_spec
 
         def one(s):
             shape = s.shape
@@ -392,20 +430,36 @@ class DistributedIterator:
 
         return st.map_structure(one, spec)
 
+    def _component_where(self, j) -> str:
+        if self._paths is None:  # paths in flatten order, matched through the leaves (no walk of our own)
+            marked = st.pack_as(self._template, list(range(len(st.flatten(self._template)))))
+            by_leaf = {leaf: path for path, leaf in st.iter_structure_paths(marked)}
+            self._paths = [by_leaf[i] for i in range(len(by_leaf))]
+        what = "distributed dataset" if self._dds._source is not None else "distribute_datasets_from_function"
+        return f"{what}: component {self._paths[j]}"
+
     def _to_device(self, host):
+        """One step as the element's nest with a ``PerReplica`` per component (tf.distribute's regroup)."""
         import jax
 
         s = self._strategy
         sizes = np.asarray(host["sizes"], np.int64)
         ragged = bool(np.any(sizes != host["cap"]))
-        treedef = jax.tree_util.tree_structure(st.pack_as(self._template, list(range(len(host["leaves"])))))
-        if self._dds._options.experimental_fetch_to_device:
-            leaves = s._per_replica_from_local(host["leaves"], stacked=False)
-        else:
-            if s._multi_process:
-                raise ValueError("experimental_fetch_to_device=False is supported on one worker only")
-            leaves = host["leaves"]
-        return PerReplica(treedef, leaves, s, stacked=False, sizes=sizes if ragged else None, cap=host["cap"])
+        sizes = sizes if ragged else None
+        fetch = self._dds._options.experimental_fetch_to_device
+        if not fetch and s._multi_process:
+            raise ValueError("experimental_fetch_to_device=False is supported on one worker only")
+        leaf = jax.tree_util.tree_structure(0)
+        out = []
+        for j, arr in enumerate(host["leaves"]):
+            if arr.dtype == object or not fetch:  # strings never go to a device (TF keeps them on the CPU)
+                out.append(PerReplica(leaf, [arr], s, stacked=False, sizes=sizes, cap=host["cap"], host=True))
+                continue
+            arr = to_device_dtype(arr, self._component_where(j), self._x64, self._dds._warned)
+            with jax.enable_x64(True) if self._x64 else contextlib.nullcontext():
+                dev = s._per_replica_from_local([arr], stacked=False)[0]
+            out.append(PerReplica(leaf, [dev], s, stacked=False, sizes=sizes, cap=host["cap"]))
+        return st.pack_as(self._template, out)
 
     # ------------------------------------------------------------------ background prefetch
     def _producer(self):
@@ -550,7 +604,7 @@ class DistributedIterator:
             it.set_state(s)
         self._buffered = collections.deque(state["buffered"])
         if state.get("template") is not None:
-            spec_like = self._dds._element_spec
+            spec_like = self._dds._replica_spec
             self._template = st.pack_as(spec_like, [np.asarray(x) for x in state["template"]])
         self._delivered = int(state["step"])
         self._exhausted = bool(state.get("exhausted", False))

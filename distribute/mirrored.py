@@ -15,6 +15,10 @@
   is not distributed is treated as ``run`` would treat it, broadcast to every replica (tf.distribute's
   rule): with an axis, SUM gives R x its sum along the axis and MEAN its mean; with ``axis=None``, MEAN
   returns it and SUM raises ValueError when R > 1.
+- ``gather(value, axis)``: every replica's value (true rows of a ragged step) concatenated along ``axis``,
+  in replica order, on the host's default device.
+- dtypes: values enter JAX through ``values.to_device_dtype`` (64-bit ones need x64 mode or must fit in 32
+  bits; narrowing is reported once per argument or component); string (host) values cannot enter ``run``.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import numpy as np
 from . import context
 from .logical import LOGICAL, LogicalDevices
 from .strategy import ReplicaContext, Strategy, ValueContext
-from .values import PerReplica, ReduceOp
+from .values import PerReplica, ReduceOp, to_device_dtype, x64_enabled
 from .variables import MirroredVariable, SyncOnReadVariable, Trace, Variable
 
 REPLICA = "replica"
@@ -103,6 +107,7 @@ class MeshStrategy(LogicalDevices, Strategy):
         self.trace_count = 0  # how many times run traced a function (for tests and measurements)
         self._iterator_uids = 0
         self._inflight: list = []  # one output of each recent run step (bounded: see MAX_INFLIGHT)
+        self._warned: set = set()  # where 64-bit values were reported narrowed (once each)
 
     # ------------------------------------------------------------------ input workers
     def _input_workers(self):
@@ -277,6 +282,8 @@ class MeshStrategy(LogicalDevices, Strategy):
                         raise ValueError("run: distributed arguments from different steps (different per-replica "
                                          f"batch sizes {sizes.tolist()} vs {leaf.sizes.tolist()})")
                     sizes, cap = leaf.sizes, leaf.cap
+                if leaf.host:
+                    leaf = self._host_to_device(leaf, f"run: argument leaf {i}")
                 kinds.append(("pr", leaf._treedef, len(leaf._leaves), leaf.stacked))
                 dyn.extend(leaf._leaves)
                 specs.extend([REPLICA] * len(leaf._leaves))
@@ -287,6 +294,8 @@ class MeshStrategy(LogicalDevices, Strategy):
             elif _is_array_like(leaf):
                 if isinstance(leaf, Variable):
                     leaf = leaf.read_value()
+                elif isinstance(leaf, (np.ndarray, np.generic)):
+                    leaf = to_device_dtype(leaf, f"run: argument leaf {i}", x64_enabled(), self._warned)
                 kinds.append(("rep",))
                 dyn.append(self._replicate(leaf))
                 specs.append(None)
@@ -323,6 +332,18 @@ class MeshStrategy(LogicalDevices, Strategy):
             if len(self._inflight) > MAX_INFLIGHT:
                 self._inflight.pop(0).block_until_ready()
         return self._wrap_outputs(meta, outs, sizes, cap)
+
+    def _host_to_device(self, value, where):
+        """A host ``PerReplica`` (numpy) placed on the replicas' devices; strings cannot be."""
+        if any(np.asarray(x).dtype == object for x in value._leaves):
+            raise TypeError(f"{where} is a per-replica string value: strings stay on the host (no JAX device holds "
+                            "them) and cannot enter a compiled function. Pass only the numeric components to run "
+                            "(e.g. run(fn, args=(features,)) and use the strings outside it, through "
+                            "strategy.experimental_local_results), or decode them to numbers in the pipeline.")
+        x64 = x64_enabled()
+        leaves = [to_device_dtype(np.asarray(x), where, x64, self._warned) for x in value._leaves]
+        placed = self._per_replica_from_local(leaves, stacked=value.stacked)
+        return PerReplica(value._treedef, placed, self, stacked=value.stacked, sizes=value.sizes, cap=value.cap)
 
     def _compile(self, fn, treedef, kinds, specs, variables, ragged):
         import jax
@@ -431,10 +452,62 @@ class MeshStrategy(LogicalDevices, Strategy):
             return self._reduce_non_distributed(reduce_op, value, axis)
         if value._strategy is not self:
             raise ValueError(f"reduce: the value was distributed by another strategy ({value._strategy!r})")
+        if value.host and any(np.asarray(x).dtype == object for x in value._leaves):
+            raise TypeError("reduce: a per-replica string value cannot be reduced (strings stay on the host); use "
+                            "strategy.gather or experimental_local_results to collect it")
         replicas = value.host_values()
         leaves = [jax.tree_util.tree_leaves(r) for r in replicas]
         out = [_host_reduce(reduce_op, [lv[j] for lv in leaves], axis) for j in range(len(leaves[0]))]
-        return jax.tree_util.tree_unflatten(value._treedef, [jnp.asarray(x) for x in out])
+        x64 = x64_enabled()
+        # a MEAN of integers along an axis is a float (tf's truediv): JAX's default float, float32 without x64
+        out = [np.asarray(x).astype(np.float32) if not x64 and np.asarray(x).dtype == np.float64 and
+               np.asarray(lv0).dtype.kind in "iub" else x for x, lv0 in zip(out, leaves[0])]
+        out = [jnp.asarray(to_device_dtype(np.asarray(x), "strategy.reduce: the result", x64, self._warned))
+               for x in out]
+        return jax.tree_util.tree_unflatten(value._treedef, out)
+
+    def gather(self, value, axis):
+        """Every replica's value (all processes; a ragged step's true rows) concatenated along ``axis``, in
+        replica order (tf.distribute's ``Strategy.gather``; cross-replica context only). A value that is not
+        distributed is returned as it is; a nest is gathered leaf by leaf. String (host) values give numpy
+        arrays; the others ``jax.Array``s (dtypes as ``reduce``'s)."""
+        import jax
+        import jax.numpy as jnp
+
+        if context.trace() is not None or context.current()[1] is not None:
+            raise RuntimeError("strategy.gather requires cross-replica context; inside strategy.run use "
+                               "get_replica_context().all_gather(value, axis) instead")
+        if isinstance(value, Variable):
+            value = value.read_value()
+        if not isinstance(value, PerReplica):
+            if isinstance(value, (tuple, list, dict)):
+                return jax.tree_util.tree_map(lambda v: self.gather(v, axis), value,
+                                              is_leaf=lambda x: isinstance(x, (PerReplica, Variable)))
+            return value
+        if value._strategy is not self:
+            raise ValueError(f"gather: the value was distributed by another strategy ({value._strategy!r})")
+        replicas = value.host_values()
+        leaves = [jax.tree_util.tree_leaves(r) for r in replicas]
+        out = []
+        for j in range(len(leaves[0])):
+            parts = [np.asarray(lv[j]) for lv in leaves]
+            if parts[0].ndim == 0:
+                raise ValueError("gather: the replicas' values are scalars; there is no axis to concatenate them "
+                                 "along (use reduce, or experimental_local_results)")
+            rank = parts[0].ndim
+            if not -rank <= int(axis) < rank:
+                raise ValueError(f"gather: axis {axis} is out of range for per-replica values of rank {rank}")
+            try:
+                cat = np.concatenate(parts, axis=int(axis))
+            except ValueError as e:
+                raise ValueError(f"gather: the replicas' values differ in shape outside axis {axis}: "
+                                 f"{[p.shape for p in parts]}") from e
+            if cat.dtype == object:
+                out.append(cat)
+            else:
+                out.append(jnp.asarray(to_device_dtype(cat, "strategy.gather: the result", x64_enabled(),
+                                                       self._warned)))
+        return jax.tree_util.tree_unflatten(value._treedef, out)
 
     def _traced_reduce(self, reduce_op, value, axis):
         import jax.numpy as jnp
@@ -457,7 +530,8 @@ class MeshStrategy(LogicalDevices, Strategy):
 
     def experimental_distribute_values_from_function(self, value_fn):
         """``value_fn(ValueContext)`` once per (local) replica; the results must share structure, shapes and
-        dtypes. Returns a ``PerReplica`` (stacked layout)."""
+        dtypes. Returns the results' nest with a ``PerReplica`` (stacked layout) per leaf, as tf.distribute
+        regroups them (a single array gives one ``PerReplica``); string leaves stay on the host."""
         import jax
 
         n = self.num_replicas_in_sync
@@ -468,16 +542,33 @@ class MeshStrategy(LogicalDevices, Strategy):
             if td != treedef:
                 raise ValueError(f"experimental_distribute_values_from_function: replica {r} returned structure "
                                  f"{td}, replica {self._local_replica_ids[0]} returned {treedef}")
-        stacks = []
+        x64 = x64_enabled()
+        leaf = jax.tree_util.tree_structure(0)
+        out = []
         for j in range(len(flat[0][0])):
-            col = [np.asarray(lv[j]) for lv, _ in flat]
+            col = [np.asarray(_host_leaf(lv[j])) for lv, _ in flat]
             shapes = {(c.shape, c.dtype) for c in col}
             if len(shapes) > 1:
                 raise ValueError("experimental_distribute_values_from_function: the replicas' values differ in "
                                  f"shape or dtype at leaf {j}: {[(c.shape, str(c.dtype)) for c in col]}")
-            stacks.append(np.stack(col))
-        leaves = self._per_replica_from_local(stacks, stacked=True)
-        return PerReplica(treedef, leaves, self, stacked=True)
+            stack = np.stack(col)
+            if stack.dtype == object or stack.dtype.kind in "SU":  # strings: host values
+                out.append(PerReplica(leaf, [stack.astype(object)], self, stacked=True, host=True))
+                continue
+            stack = to_device_dtype(stack, f"experimental_distribute_values_from_function: leaf {j}", x64,
+                                    self._warned)
+            out.append(PerReplica(leaf, self._per_replica_from_local([stack], stacked=True), self, stacked=True))
+        return jax.tree_util.tree_unflatten(treedef, out)
+
+def _host_leaf(x):
+    """A value function's leaf as numpy: Python ints/floats as TF converts them (int32 when it fits,
+    float32), strings as bytes."""
+    if isinstance(x, (bool, int, float, str, bytes)) and not isinstance(x, np.generic):
+        from jaxfeed.pipeline import structure as st
+
+        return st.to_array(x)
+    return x
+
 
 def _is_array_like(x) -> bool:
     import jax

@@ -13,7 +13,9 @@ import warnings
 import numpy as np
 
 from . import context
-from .values import DistributedValues, PerReplica, ReduceOp
+from .values import DistributedValues, PerReplica, ReduceOp, to_device_dtype, x64_enabled
+
+_WARNED: set = set()  # narrowing reported by strategies without a set of their own (the default strategy)
 
 
 class InputContext:
@@ -160,26 +162,110 @@ class ReplicaContext:
 
 
 class Extended:
-    """``strategy.extended``: device facts (tf.distribute's StrategyExtended, the parts that apply)."""
+    """``strategy.extended`` (tf.distribute's ``StrategyExtended``): device and role facts, and the
+    cross-replica reduce/update helpers, for the mirrored strategies (variables live on every device)."""
 
     def __init__(self, strategy):
         self._strategy = strategy
 
+    # ------------------------------------------------------------------ facts
     @property
     def worker_devices(self):
+        """This worker's devices, one per local replica (``jax.Device``s)."""
         return tuple(self._strategy._local_devices)
 
     @property
     def parameter_devices(self):
+        """Where variables live: mirrored on every worker device."""
+        return self.worker_devices
+
+    def non_slot_devices(self, var_list):
         return self.worker_devices
 
     @property
     def experimental_between_graph(self):
-        return False
+        """True for multi-worker strategies: each worker runs its own program (tf's between-graph)."""
+        return self._strategy.cluster_resolver is not None
+
+    def _is_chief(self) -> bool:
+        """tf.distribute's ``is_chief``: the chief (or an evaluator); without a chief task, worker 0; a
+        strategy without a cluster is its own chief."""
+        r = self._strategy.cluster_resolver
+        if r is None or r.task_type is None:
+            return True
+        if r.task_type in ("chief", "evaluator"):
+            return True
+        return "chief" not in r.cluster_spec().as_dict() and r.task_type == "worker" and int(r.task_id) == 0
 
     @property
     def should_checkpoint(self):
+        """Whether this worker should save checkpoints (the chief; every single-worker strategy)."""
+        return self._is_chief()
+
+    @property
+    def should_save_summary(self):
+        return self._is_chief()
+
+    @property
+    def experimental_should_init(self):
         return True
+
+    should_init = experimental_should_init
+
+    @property
+    def experimental_require_static_shapes(self):
+        """False, as MirroredStrategy: a step's shapes may change (a new shape compiles ``run`` again) and
+        ragged last steps are padded with their true sizes kept, so no ``drop_remainder`` is needed."""
+        return False
+
+    # ------------------------------------------------------------------ cross-replica helpers
+    def _require_cross_replica(self, what):
+        if context.current()[1] is not None or context.trace() is not None:
+            raise RuntimeError(f"strategy.extended.{what} requires cross-replica context (outside strategy.run); "
+                               "inside run use get_replica_context().all_reduce / merge_call")
+
+    def reduce_to(self, reduce_op, value, destinations, options=None):
+        """Combine a per-replica value elementwise across replicas (``reduce(op, value, axis=None)``); the
+        result is mirrored on every replica's device (``destinations`` is accepted: mirrored strategies keep
+        variables on every device)."""
+        self._require_cross_replica("reduce_to")
+        reduced = self._strategy.reduce(reduce_op, value, axis=None)
+        replicate = getattr(self._strategy, "_replicate", None)
+        if replicate is None:
+            return reduced
+        import jax
+
+        return jax.tree_util.tree_map(replicate, reduced)
+
+    def batch_reduce_to(self, reduce_op, value_destination_pairs, options=None):
+        return [self.reduce_to(reduce_op, v, d, options) for v, d in value_destination_pairs]
+
+    def update(self, var, fn, args=(), kwargs=None, group=True):
+        """``fn(var, *args, **kwargs)``: in cross-replica context once (every copy of a mirrored variable is
+        written); inside ``run`` per replica, the assignment combined by the variable's aggregation."""
+        with contextlib.ExitStack() as stack:
+            if context.current()[0] is not self._strategy and context.current()[1] is None:
+                stack.enter_context(self._strategy.scope())
+            return fn(var, *tuple(args), **dict(kwargs or {}))
+
+    def value_container(self, value):
+        return value
+
+    def read_var(self, var):
+        return var.read_value()
+
+    def variable_created_in_scope(self, v):
+        return getattr(v, "_strategy", None) is self._strategy
+
+    def colocate_vars_with(self, colocate_with_variable):
+        return contextlib.nullcontext()
+
+    def broadcast_to(self, tensor, destinations):
+        replicate = getattr(self._strategy, "_replicate", None)
+        return tensor if replicate is None else replicate(tensor)
+
+    def call_for_each_replica(self, fn, args=(), kwargs=None):
+        return self._strategy.run(fn, args=args, kwargs=kwargs)
 
 
 class Strategy:
@@ -323,14 +409,24 @@ def reduce_broadcast_value(reduce_op, value, axis, num_replicas: int):
         for _ in range(int(num_replicas) - 1):  # replica order, as the cross-replica reduction adds them
             total = total + per
         if reduce_op == ReduceOp.SUM:
-            return total if traced else jnp.asarray(total)
+            return total if traced else _to_jax(total)
         count = int(np.prod([a.shape[k] for k in axes], dtype=np.int64)) * int(num_replicas)
         mean = total / count
         if a.dtype.kind in "fc":
             mean = mean.astype(a.dtype)
-        return mean if traced else jnp.asarray(mean)
+        elif not traced and not x64_enabled():  # a mean of integers: JAX's default float (float32 without x64)
+            mean = np.asarray(mean, np.float32)
+        return mean if traced else _to_jax(mean)
 
     return jax.tree_util.tree_map(one, value)
+
+
+def _to_jax(x):
+    """A host result as a ``jax.Array``: 64-bit values kept in x64 mode, else checked (never narrowed
+    silently)."""
+    import jax.numpy as jnp
+
+    return jnp.asarray(to_device_dtype(np.asarray(x), "strategy.reduce: the result", x64_enabled(), _WARNED))
 
 
 class _DefaultStrategy(Strategy):
@@ -377,6 +473,12 @@ class _DefaultStrategy(Strategy):
         if axis is None:  # one replica: tf's default strategy returns the value for SUM and MEAN
             return value
         return reduce_broadcast_value(reduce_op, value, axis, 1)
+
+    def gather(self, value, axis):
+        """One replica: the value itself (tf's default strategy)."""
+        if isinstance(value, DistributedValues):
+            raise ValueError("the default strategy cannot gather a value distributed by another strategy")
+        return value
 
     def experimental_distribute_values_from_function(self, value_fn):
         return value_fn(ValueContext(0, 1))
