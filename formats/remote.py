@@ -255,23 +255,20 @@ class _HttpBackend:
             body = await r.read() if read_body and r.status in (200, 206) else b""
             return r.status, r.reason, dict(r.headers), body
 
-    @staticmethod
-    def _fail(status: int, reason):
-        """(error class, why) of a status that is not retried."""
-        why = f"the server answered HTTP {status} {reason or ''}".rstrip()
+    def _fail(self, status: int, reason, offset: int) -> errors.OpError:
+        """The error of a status that is not worth another try (only a real 404 or 410 is NotFound)."""
         cls = {404: errors.NotFoundError, 410: errors.NotFoundError, 401: errors.UnauthenticatedError,
                403: errors.PermissionDeniedError}.get(status, errors.UnknownError)
-        return cls, why
+        return _located(cls, self.url, offset, _answered(status, reason))
 
     def size(self):
         status, reason, headers, _ = self._run(self._request, "HEAD", {}, False)
         if status in _TRANSIENT_STATUS:
-            raise _Retry(errors.UnavailableError, f"the server answered HTTP {status} {reason or ''}".rstrip())
+            raise _Retry(errors.UnavailableError, _answered(status, reason))
         if status in (405, 501):  # no HEAD: the size stays unknown, reads still work
             return None
         if status != 200:
-            cls, why = self._fail(status, reason)
-            raise _located(cls, self.url, 0, why)
+            raise self._fail(status, reason, 0)
         length = headers.get("Content-Length")
         if length is None or headers.get("Content-Encoding", "identity") not in ("", "identity"):
             return None
@@ -287,10 +284,9 @@ class _HttpBackend:
             total = _total(headers.get("Content-Range"))
             return b"", False, total
         if status in _TRANSIENT_STATUS:
-            raise _Retry(errors.UnavailableError, f"the server answered HTTP {status} {reason or ''}".rstrip())
+            raise _Retry(errors.UnavailableError, _answered(status, reason))
         if status != 206:
-            cls, why = self._fail(status, reason)
-            raise _located(cls, self.url, start, why)
+            raise self._fail(status, reason, start)
         m = _CONTENT_RANGE.fullmatch(headers.get("Content-Range", "").strip())
         if m is None:
             raise _Retry(errors.DataLossError, f"a 206 answer without a valid Content-Range "
@@ -303,6 +299,10 @@ class _HttpBackend:
             raise _Retry(errors.DataLossError, f"the server sent {len(body)} of the {last - first + 1} bytes its "
                          f"answer announced")
         return body, False, total
+
+
+def _answered(status: int, reason) -> str:
+    return f"the server answered HTTP {status} {reason or ''}".rstrip()
 
 
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")

@@ -5,6 +5,7 @@ file that ends early, records dropped or repeated, a hang, or a raw aiohttp/fssp
 Retries sleep through ``storage_options["retry_sleep"]``: the tests record the sleeps instead of waiting.
 The ``timeout`` marks are hang guards only (the stalls below are cut by a 0.3 s client timeout)."""
 
+import functools
 import gzip
 
 import numpy as np
@@ -22,11 +23,16 @@ DATA = tfrecord.frame_many(RECORDS)
 LATE = 500_000  # a byte offset past the first reads
 
 
+@functools.cache
+def gzipped():
+    return gzip.compress(DATA, compresslevel=1)
+
+
 @pytest.fixture()
 def server():
     s = FaultServer()
     s.files["r.tfrecord"] = DATA
-    s.files["r.tfrecord.gz"] = gzip.compress(DATA)
+    s.files["r.tfrecord.gz"] = gzipped()
     with s.serve():
         yield s
 
