@@ -204,3 +204,11 @@ def test_parquet_recovers_from_503(server, sleeps, tmp_path):
     server.faults = lambda r: ("status", 503) if r.method == "GET" and r.count % 3 == 1 else None
     got = [int(r["v"]) for r in ParquetDataset(server.url("t.parquet"), storage_options=options(sleeps))]
     assert got == list(range(1000)) and sleeps
+
+
+def test_without_storage_options_reads_are_verified_too(server):
+    """The defaults (no storage_options) take the same checked path: nothing here needs a retry."""
+    server.faults = lambda r: ("short206", 300_000) if r.method == "GET" and r.count % 2 else None
+    assert list(TFRecordDataset(server.url("r.tfrecord"))) == RECORDS
+    server.faults = lambda r: ("ignore_range",) if r.method == "GET" else None
+    assert list(TFRecordDataset(server.url("r.tfrecord"), num_parallel_reads=2)) == RECORDS
