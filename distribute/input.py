@@ -57,7 +57,7 @@ from . import auto_sharding as _auto_shard
 from . import lifetime
 from .rebatch import BalancedRebatch, LegacyRebatch
 from .strategy import InputContext, InputOptions, InputReplicationMode
-from .values import PerReplica, PerReplicaSpec, device_dtype, to_device_dtype, x64_enabled
+from .values import NARROWED, PerReplica, PerReplicaSpec, device_dtype, to_device_dtype, x64_enabled
 
 STATE_VERSION = 1
 _det_logger = logging.getLogger("jaxfeed.determinism")
@@ -455,7 +455,8 @@ class DistributedIterator:
             if arr.dtype == object or not fetch:  # strings never go to a device (TF keeps them on the CPU)
                 out.append(PerReplica(leaf, [arr], s, stacked=False, sizes=sizes, cap=host["cap"], host=True))
                 continue
-            arr = to_device_dtype(arr, self._component_where(j), self._x64, self._dds._warned)
+            if not self._x64 and arr.dtype in NARROWED:  # (the check and its message only for 64-bit values)
+                arr = to_device_dtype(arr, self._component_where(j), self._x64, self._dds._warned)
             with jax.enable_x64(True) if self._x64 else contextlib.nullcontext():
                 dev = s._per_replica_from_local([arr], stacked=False)[0]
             out.append(PerReplica(leaf, [dev], s, stacked=False, sizes=sizes, cap=host["cap"]))

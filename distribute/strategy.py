@@ -68,7 +68,8 @@ class InputOptions:
     """Options of distributed datasets (tf.distribute.InputOptions, plus jaxfeed's ``split``).
 
     - ``experimental_fetch_to_device`` (default True): batches arrive as ``jax.Array``s on the replicas'
-      devices; False keeps numpy batches (``PerReplica`` of numpy on the host).
+      devices; False keeps numpy batches (host ``PerReplica`` values; one worker only). String components
+      are host values either way (no device holds them).
     - ``experimental_per_replica_buffer_size`` (default 2): steps prepared ahead on the devices by a
       background thread (0: no thread, each step is prepared when asked for).
     - ``experimental_replication_mode`` (PER_WORKER): for ``distribute_datasets_from_function``.

@@ -217,6 +217,7 @@ class PerReplicaSpec:
 # ---------------------------------------------------------------------------------------- dtypes on devices
 _NARROW = {np.dtype(np.int64): np.dtype(np.int32), np.dtype(np.uint64): np.dtype(np.uint32),
            np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.complex64)}
+NARROWED = frozenset(_NARROW)  # the dtypes a device holds only in JAX's x64 mode
 
 
 def x64_enabled() -> bool:
