@@ -62,7 +62,7 @@ def registered(phase: str) -> list[str]:
 def run_passes(root: Node, options: Options | None = None, log: PassLog | None = None,
                auto_shard: PassFn | None = None) -> tuple[Node, Options, PassLog]:
     """Apply every phase in order; returns the rewritten graph, the effective options and the log."""
-    from . import options_pass  # noqa: F401  (built-in passes register themselves on import)
+    from . import options_pass, debug_mode  # noqa: F401  (built-in passes register themselves on import)
     from . import noop_elimination, map_fusion, vectorized_map, map_batch_fusion  # noqa: F401
 
     log = log if log is not None else PassLog()

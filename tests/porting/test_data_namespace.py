@@ -277,3 +277,34 @@ def test_get_next_as_optional():
     it = iter(tfdata.Dataset.range(1))
     first, end = E.get_next_as_optional(it), E.get_next_as_optional(it)
     assert first.has_value() and int(first.get_value()) == 0 and not end.has_value()
+
+
+@pytest.fixture
+def debug_mode():
+    from jaxfeed.pipeline.passes import debug_mode as switch
+
+    yield switch
+    switch.disable_debug_mode()
+
+
+def test_debug_mode_runs_every_stage_on_the_consumers_thread_in_order(debug_mode):
+    import threading
+
+    seen = []
+
+    def record(x):
+        seen.append((int(x), threading.get_ident()))
+        return x
+
+    ds = tfdata.Dataset.range(20).map(record, num_parallel_calls=4).prefetch(3)
+    E.enable_debug_mode()
+    assert [int(x) for x in ds] == list(range(20))
+    assert [x for x, _ in seen] == list(range(20)) and {t for _, t in seen} == {threading.get_ident()}
+    assert "runs serially: debug mode" in ds.explain() and "Prefetch" in ds.explain().split("Rewrites:")[1]
+
+
+def test_debug_mode_keeps_interleave_order(debug_mode):
+    ds = tfdata.Dataset.range(4).interleave(lambda x: tfdata.Dataset.range(x), num_parallel_calls=2)
+    want = [int(v) for v in ds]
+    E.enable_debug_mode()
+    assert [int(v) for v in ds] == want
