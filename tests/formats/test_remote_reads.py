@@ -12,6 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from jaxfeed.formats import CsvDataset, ParquetDataset, TextLineDataset, TFRecordDataset, tfrecord
 from jaxfeed.pipeline import errors
@@ -212,3 +214,43 @@ def test_without_storage_options_reads_are_verified_too(server):
     assert list(TFRecordDataset(server.url("r.tfrecord"))) == RECORDS
     server.faults = lambda r: ("ignore_range",) if r.method == "GET" else None
     assert list(TFRecordDataset(server.url("r.tfrecord"), num_parallel_reads=2)) == RECORDS
+
+
+# ------------------------------------------------------------------ any mix of the faults above
+SMALL = [i.to_bytes(4, "little") * (1 + i % 50) for i in range(2_000)]  # ~136 KB: a few 64 KiB reads
+FAULTS = st.one_of(st.none(), st.tuples(st.just("short206"), st.integers(1, 70_000)), st.just(("empty206",)),
+                   st.just(("status", 503)), st.just(("reset",)), st.just(("ignore_range",)))
+
+
+def _check_fault_plan(server, plan, compression):
+    server.files["small"] = tfrecord.frame_many(SMALL)
+    server.files["small.gz"] = gzip.compress(server.files["small"], compresslevel=1)
+    gets = iter(plan)
+    server.faults = lambda r: next(gets, None) if r.method == "GET" else None
+    name = "small.gz" if compression else "small"
+    dataset = TFRecordDataset(server.url(name), compression, buffer_size=1 << 16,
+                              storage_options={"timeout": 5.0, "retries": 2, "retry_sleep": lambda s: None})
+    got = []
+    try:
+        for record in dataset:
+            got.append(record)
+    except (errors.DataLossError, errors.UnavailableError) as e:
+        assert e.filename == server.url(name) and e.offset is not None
+        assert got == SMALL[:len(got)]
+    else:
+        assert got == SMALL
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(plan=st.lists(FAULTS, max_size=12), compression=st.sampled_from(["", "GZIP"]))
+def test_any_mix_of_faults_gives_the_records_or_an_error_smoke(server, plan, compression):
+    _check_fault_plan(server, plan, compression)
+
+
+@pytest.mark.slow
+@settings(max_examples=400, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(plan=st.lists(FAULTS, max_size=30), compression=st.sampled_from(["", "GZIP"]))
+def test_any_mix_of_faults_gives_the_records_or_an_error_long(server, plan, compression):
+    _check_fault_plan(server, plan, compression)
