@@ -21,8 +21,9 @@ Every error names the URL and the byte offset of the read (``filename`` / ``offs
 ``storage_options`` (the readers' keyword): the keys below are jaxfeed's, everything else goes to the
 fsspec filesystem (for http: ``headers``, ``client_kwargs``, ...).
 
-- ``timeout``: seconds a request may wait for the server (connecting, or between bytes of an answer);
-  ``None`` for no limit. Default ``DEFAULT_TIMEOUT``.
+- ``timeout``: seconds an http(s) request may wait for the server (connecting, or between bytes of an
+  answer); ``None`` for no limit. Default ``DEFAULT_TIMEOUT``. Other filesystems keep their own timeouts
+  (set them through their fsspec options); their timeouts and connection errors are retried all the same.
 - ``retries``: how many times a failed request is tried again. Default ``DEFAULT_RETRIES``.
 - ``retry_backoff``: the first wait before a retry, doubled each time up to ``MAX_BACKOFF``.
 - ``retry_sleep``: the function that waits (``time.sleep``); tests pass a recorder.
