@@ -103,7 +103,7 @@ class Dataset:
     # ================================================================ element-wise
     def map(self, map_func, num_parallel_calls=None, deterministic=None, synchronous=None,
             use_unbounded_threadpool=False, name=None, *, vectorized=False, executor=None,
-            with_rng=False, seed=None, stateful=None) -> "Dataset":
+            with_rng=False, seed=None, stateful=None, output_signature=None) -> "Dataset":
         """tf.data's ``map``, plus jaxfeed's keyword-only extensions:
 
         - ``vectorized=True``: ``map_func`` works on batches as well as on single elements (it is
@@ -111,6 +111,11 @@ class Dataset:
         - ``executor="process"``: run the function in worker processes (for Python code that holds the
           GIL); ``"thread"`` (default) uses threads. Needs ``num_parallel_calls``.
         - ``with_rng=True``: call ``map_func(*element, rng)`` with a ``numpy.random.Generator`` derived from
+        - ``output_signature``: the TensorSpec structure every result has; it becomes the element spec
+          and each result is checked against it (InvalidArgumentError naming map and the element).
+          Without it the spec has the structure, dtypes and ranks of one sample result and every
+          dimension unknown (see README, "Differences from tf.data").
+
           (seed, element position): random augmentation that is identical under any parallelism.
         - ``stateful``: declare whether the function keeps hidden state (overrides determinism's
           inspection of the function).
@@ -118,29 +123,35 @@ class Dataset:
         from .nodes.map import Map
 
         return _named(Map(self._node, map_func, num_parallel_calls, deterministic, vectorized=vectorized,
-                          executor=executor, with_rng=with_rng, seed=seed, stateful=stateful), name)
+                          executor=executor, with_rng=with_rng, seed=seed, stateful=stateful,
+                          output_signature=output_signature), name)
 
     def filter(self, predicate, name=None) -> "Dataset":
         from .nodes.filter import Filter
 
         return _named(Filter(self._node, predicate), name)
 
-    def flat_map(self, map_func, name=None) -> "Dataset":
+    def flat_map(self, map_func, name=None, *, output_signature=None) -> "Dataset":
+        """tf.data's ``flat_map``; ``output_signature`` (jaxfeed) declares the spec of the elements of the
+        datasets ``map_func`` returns, checked on each of them (as ``map``'s)."""
         from .nodes.flat_map import FlatMap
 
-        return _named(FlatMap(self._node, map_func), name)
+        return _named(FlatMap(self._node, map_func, output_signature), name)
 
     def interleave(self, map_func, cycle_length=None, block_length=None, num_parallel_calls=None,
-                   deterministic=None, name=None) -> "Dataset":
+                   deterministic=None, name=None, *, output_signature=None) -> "Dataset":
+        """tf.data's ``interleave``; ``output_signature`` as in ``flat_map``."""
         from .nodes.interleave import Interleave
 
         return _named(Interleave(self._node, map_func, cycle_length, block_length, num_parallel_calls,
-                                 deterministic), name)
+                                 deterministic, output_signature), name)
 
-    def scan(self, initial_state, scan_func, name=None) -> "Dataset":
+    def scan(self, initial_state, scan_func, name=None, *, output_signature=None) -> "Dataset":
+        """tf.data's ``scan``; ``output_signature`` (jaxfeed) declares the spec of the outputs (not of the
+        state), checked on each of them (as ``map``'s)."""
         from .nodes.scan import Scan
 
-        return _named(Scan(self._node, initial_state, scan_func), name)
+        return _named(Scan(self._node, initial_state, scan_func, output_signature), name)
 
     def enumerate(self, start=0, name=None) -> "Dataset":
         from .nodes.common import check_int

@@ -566,6 +566,8 @@ def _normalize(value, what):
     if k == _LEAF:
         if value is None:
             raise InvalidArgumentErrorLazy(f"{what} is None; a function must return a value (not None).")
+        if _is_dataset(value):  # a dataset-valued element (map(TFRecordDataset)), as tf.data allows
+            return value
         return to_array(value, what)
     return _rebuild(value, k, [_normalize(x, what) for x in children(value)])
 

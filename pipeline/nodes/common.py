@@ -114,7 +114,11 @@ UNKNOWN_SPEC = structure.TensorSpec(None, object)
 
 
 def spec_from_function(fn, input_node: Node, transform_output=None):
-    """The spec of ``fn``'s result on a sample element (tf.data traces; we run once on real data)."""
+    """The spec of ``fn``'s results, from its result on a sample element (tf.data traces; we run once on
+    real data). One result proves structure, dtypes and ranks, not dimensions: every dimension is unknown
+    (``signature.relax``); a declared ``output_signature`` is how a user promises more."""
+    from .signature import relax
+
     try:
         element = sample_element(input_node)
     except StopIteration:
@@ -122,7 +126,7 @@ def spec_from_function(fn, input_node: Node, transform_output=None):
     out = call(fn, element)
     if transform_output is not None:
         out = transform_output(out)
-    return structure.spec_of(structure.normalize(out))
+    return relax(structure.spec_of(structure.normalize(out)))
 
 
 class PassThrough(Node):

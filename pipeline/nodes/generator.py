@@ -6,30 +6,15 @@ import numpy as np
 
 from .. import structure
 from .base import UNKNOWN, Node
+from .signature import dtype_of, shape_of
 
 
 def _dtype(t) -> np.dtype:
-    """A numpy dtype from what users write: numpy types, names, ``str``/``bytes``/"string", or an object
-    with ``as_numpy_dtype`` (a TensorFlow dtype in ported code)."""
-    t = getattr(t, "as_numpy_dtype", t)
-    if t is str or t is bytes or (isinstance(t, str) and t in ("string", "str", "bytes")):
-        return structure.STRING
-    try:
-        dtype = np.dtype(t)
-    except TypeError:
-        raise TypeError(f"from_generator: {t!r} is not a dtype.") from None
-    return structure.STRING if dtype.kind in "OSU" else dtype
+    return dtype_of(t, "from_generator")
 
 
 def _shape(s):
-    if s is None:
-        return None
-    dims = getattr(s, "as_list", None)
-    s = dims() if dims is not None else s
-    try:
-        return tuple(None if d is None or d == -1 else int(d) for d in s)
-    except TypeError:
-        raise TypeError(f"from_generator: {s!r} is not a shape.") from None
+    return shape_of(s, "from_generator")
 
 
 def _signature_from_types(types, shapes, path="output_types"):

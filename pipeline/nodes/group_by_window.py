@@ -65,15 +65,17 @@ class GroupByWindow(Node):
         return fns
 
     def compute_spec(self):
-        """The spec of what ``reduce_func`` returns for a one-element window of a sample element."""
+        """The spec of what ``reduce_func`` returns for a one-element window of a sample element: its
+        structure, dtypes and ranks, every dimension unknown (other windows, sizes and keys differ)."""
         from .elements import dataset_of_elements
+        from .signature import relax
 
         try:
             element = sample_element(self.inputs[0])
         except StopIteration:
             return UNKNOWN_SPEC
         key = self.key_of(element, 0)
-        return self.reduce(key, dataset_of_elements([element]), 0).element_spec
+        return relax(self.reduce(key, dataset_of_elements([element]), 0).element_spec)
 
     def cardinality(self):
         return UNKNOWN
@@ -156,9 +158,9 @@ def bucket_by_sequence_length(dataset, element_length_func, bucket_boundaries, b
 def _fill_unknown_dims(spec, padded_shapes, filler, window):
     """``padded_shapes`` with unknown dims set to ``filler``; by default the element spec's shapes.
 
-    After a ``map`` the spec is inferred from one sample element, so its dims may look known while they
-    vary (a sequence length). A spec dim is therefore kept only when every element of this window has it;
-    for a correct spec that is always the case, and this is exactly tf.data's rule."""
+    A spec dim is kept only when every element of this window has it: for an honest spec (a function's
+    output has unknown dims unless declared, and declarations are checked) that is always the case, and
+    it is exactly tf.data's rule; the check is a second guard against padding to a wrong size."""
     from .padded_batch import as_dims, up_to
 
     if padded_shapes is not None:

@@ -7,7 +7,8 @@ from ..errors import InvalidArgumentError
 from .base import UNKNOWN, Node
 from .common import (AUTOTUNE, check_int, check_parallelism, check_signature,
                      warn_deterministic_without_parallelism)
-from .flat_map import dataset_function_spec
+from .flat_map import dataset_function_spec, declared
+from .signature import unwrap
 
 DEFAULT_CYCLE_LENGTH = 4
 
@@ -30,13 +31,12 @@ class Interleave(Node):
     """
 
     kind = "Interleave"
-    lazy_spec = True
 
     def __init__(self, input_node, map_func, cycle_length=None, block_length=None, num_parallel_calls=None,
-                 deterministic=None):
+                 deterministic=None, output_signature=None):
         super().__init__((input_node,))
         check_signature(map_func, input_node, "interleave")
-        self.map_func = map_func
+        declared(self, map_func, output_signature, "interleave")  # spec and checks: as flat_map's
         self.num_parallel_calls = check_parallelism(num_parallel_calls, "interleave")
         warn_deterministic_without_parallelism(deterministic, num_parallel_calls, "interleave")
         self.deterministic = None if deterministic is None else bool(deterministic)
@@ -65,14 +65,24 @@ class Interleave(Node):
         npc = self.num_parallel_calls
         return npc if npc is not None and npc > 0 else DEFAULT_CYCLE_LENGTH
 
+    @property
+    def lazy_spec(self):
+        return self.output_signature is None
+
     def params(self):
-        return {"map_func": self.map_func, "cycle_length": self.cycle_length, "block_length": self.block_length,
-                "num_parallel_calls": self.num_parallel_calls, "deterministic": self.deterministic}
+        p = {"map_func": unwrap(self.map_func), "cycle_length": self.cycle_length,
+             "block_length": self.block_length, "num_parallel_calls": self.num_parallel_calls,
+             "deterministic": self.deterministic}
+        if self.output_signature is not None:
+            p["output_signature"] = self.output_signature
+        return p
 
     def functions(self):
-        return {"map_func": self.map_func}
+        return {"map_func": unwrap(self.map_func)}
 
     def compute_spec(self):
+        if self.output_signature is not None:
+            return self.output_signature
         return dataset_function_spec(self.map_func, self.inputs[0], "interleave")
 
     def cardinality(self):

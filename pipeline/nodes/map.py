@@ -6,18 +6,27 @@ from .. import graph, random_seed
 from .base import Node
 from .common import (call, check_parallelism, check_signature, spec_from_function,
                      warn_deterministic_without_parallelism)
+from .signature import Conform, check_signature_structure, unwrap
 
 EXECUTORS = (None, "thread", "process")
 
 
 class Map(Node):
+    """tf.data's ``map``. Its element spec is ``output_signature`` when given (checked on every result:
+    ``nodes/signature.py``), else the structure, dtypes and ranks of the function's result on one sample
+    element, every dimension unknown."""
+
     kind = "Map"
-    lazy_spec = True  # the spec comes from running the function once
 
     def __init__(self, input_node, map_func, num_parallel_calls=None, deterministic=None, *, vectorized=False,
-                 executor=None, with_rng=False, seed=None, stateful=None):
+                 executor=None, with_rng=False, seed=None, stateful=None, output_signature=None):
         super().__init__((input_node,))
         check_signature(map_func, input_node, "map", extra_args=1 if with_rng else 0)
+        self.output_signature = output_signature
+        if output_signature is not None:
+            check_signature_structure(output_signature, "map")
+            # the iterators (threads, processes, the fused map+batch) run map_func: checking there covers all
+            map_func = Conform(map_func, output_signature, f"map({_name(map_func)})", vectorized=bool(vectorized))
         self.map_func = map_func
         self.num_parallel_calls = check_parallelism(num_parallel_calls, "map")
         warn_deterministic_without_parallelism(deterministic, num_parallel_calls, "map")
@@ -30,14 +39,21 @@ class Map(Node):
         self.stateful = stateful
         self.is_random = self.with_rng
         # Seeds are fixed when the node is built (as tf.data does); the identity keeps them stable.
+        user_func = unwrap(map_func)
         self.seeds = random_seed.resolve(seed, f"Map:{graph.fingerprint(input_node)}:"
-                                               f"{graph.function_identity(map_func) if hasattr(map_func, '__code__') else map_func!r}") \
+                                               f"{graph.function_identity(user_func) if hasattr(user_func, '__code__') else user_func!r}") \
             if with_rng else None
         self.op_seed = seed
 
+    @property
+    def lazy_spec(self):
+        return self.output_signature is None  # else the spec comes from running the function once
+
     def params(self):
-        p = {"map_func": self.map_func, "num_parallel_calls": self.num_parallel_calls,
+        p = {"map_func": unwrap(self.map_func), "num_parallel_calls": self.num_parallel_calls,
              "deterministic": self.deterministic}
+        if self.output_signature is not None:
+            p["output_signature"] = self.output_signature
         for key in ("vectorized", "with_rng"):
             if getattr(self, key):
                 p[key] = True
@@ -48,9 +64,11 @@ class Map(Node):
         return p
 
     def functions(self):
-        return {"map_func": self.map_func}
+        return {"map_func": unwrap(self.map_func)}
 
     def compute_spec(self):
+        if self.output_signature is not None:
+            return self.output_signature
         fn = self.map_func
         if self.with_rng:
             rng = random_seed.generator((0, 0))
@@ -73,6 +91,10 @@ class Map(Node):
         from ..iterators.parallel_map import ParallelMapIterator
 
         return ParallelMapIterator(self, ctx)
+
+
+def _name(fn) -> str:
+    return getattr(fn, "__qualname__", type(fn).__name__)
 
 
 def _with_extra_arg(fn, extra):

@@ -7,39 +7,57 @@ import inspect
 from .. import structure
 from .base import Node
 from .common import UNKNOWN_SPEC, sample_element
+from .signature import ConformScan, check_signature_structure, relax, unwrap
 
 
 class Scan(Node):
     """tf.data's ``scan``: ``scan_func`` gets the state and the element as two arguments (a tuple element
     is passed whole, not spread) and returns ``(new_state, output)``. The new state must keep the initial
     state's structure and dtypes (TypeError naming scan otherwise); its shapes may change. The cardinality
-    is the input's."""
+    is the input's.
+
+    The element spec is ``output_signature`` when given (every output is checked against it), else the
+    structure, dtypes and ranks of the first step's output, every dimension unknown: the state, and with
+    it the output, may grow from step to step."""
 
     kind = "Scan"
-    lazy_spec = True
 
-    def __init__(self, input_node, initial_state, scan_func):
+    def __init__(self, input_node, initial_state, scan_func, output_signature=None):
         super().__init__((input_node,))
         if not callable(scan_func):
             raise TypeError(f"scan: `scan_func` must be callable, got {type(scan_func).__name__}")
         self.initial_state = structure.normalize_data(initial_state, "scan initial_state")
-        self.scan_func = scan_func
         _check_takes_two(scan_func)
+        self.output_signature = output_signature
+        if output_signature is not None:
+            check_signature_structure(output_signature, "scan")
+            name = getattr(scan_func, "__qualname__", type(scan_func).__name__)
+            scan_func = ConformScan(scan_func, output_signature, f"scan({name})")
+        self.scan_func = scan_func
+
+    @property
+    def lazy_spec(self):
+        return self.output_signature is None
 
     def params(self):
-        return {"initial_state": self.initial_state, "scan_func": self.scan_func}
+        p = {"initial_state": self.initial_state, "scan_func": unwrap(self.scan_func)}
+        if self.output_signature is not None:
+            p["output_signature"] = self.output_signature
+        return p
 
     def functions(self):
-        return {"scan_func": self.scan_func}
+        return {"scan_func": unwrap(self.scan_func)}
 
     def compute_spec(self):
+        if self.output_signature is not None:
+            return self.output_signature
         try:
             element = sample_element(self.inputs[0])
         except StopIteration:
             return UNKNOWN_SPEC
         from ..iterators.scan import step
 
-        return structure.spec_of(step(self.scan_func, self.initial_state, element, self.label())[1])
+        return relax(structure.spec_of(step(self.scan_func, self.initial_state, element, self.label())[1]))
 
     def cardinality(self):
         return self.inputs[0].cardinality()

@@ -45,7 +45,9 @@ def map_fusion(root, options, log):
     def rewrite(node):
         if node.kind == "Map" and node.inputs and _fusable(node, node.inputs[0]):
             inner = node.inputs[0]
-            fused = inner.replace(map_func=Fused(inner.map_func, node.map_func), name=None)
+            # each map_func checks its own declared output_signature; the fused stage promises the outer's
+            fused = inner.replace(map_func=Fused(inner.map_func, node.map_func), name=None,
+                                  output_signature=node.output_signature)
             log.note(node, f"fused with the map below it ({inner.label()}) into one stage")
             return fused
         return node
