@@ -11,6 +11,7 @@ for damaged streams, the byte offset (also set as ``filename`` / ``offset`` attr
 from __future__ import annotations
 
 import os
+import stat
 import zlib
 
 import numpy as np
@@ -99,7 +100,10 @@ def remaining_bytes(stream) -> int | None:
     if fileno is None:
         return None
     try:
-        return max(os.fstat(fileno()).st_size - stream.tell(), 0)
+        st = os.fstat(fileno())
+        if not stat.S_ISREG(st.st_mode):  # a pipe or device: its st_size says nothing
+            return None
+        return max(st.st_size - stream.tell(), 0)
     except (OSError, ValueError):
         return None
 

@@ -75,3 +75,25 @@ def test_a_large_genuine_record_is_still_read(tmp_path, path_kind):
         data = tfrecord.frame_many(records)
         path.write_bytes(gzip.compress(data) if compression else data)
         assert list(TFRecordDataset(str(path), compression_type=compression)) == records
+
+
+def test_a_large_record_from_a_pipe_is_read(tmp_path, path_kind):
+    """A pipe's st_size is 0: it must not bound reads (only a regular file's size does)."""
+    import os
+    import threading
+
+    records = [b"p" * 10, bytes(range(256)) * 4_000, b"q"]
+    fifo = tmp_path / "records.fifo"
+    os.mkfifo(fifo)
+    data = tfrecord.frame_many(records)
+
+    def write():
+        with open(fifo, "wb") as f:
+            f.write(data)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    try:
+        assert list(TFRecordDataset(str(fifo))) == records
+    finally:
+        writer.join(10)
