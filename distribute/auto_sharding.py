@@ -5,7 +5,7 @@ dataset's ``Options().experimental_distribute.auto_shard_policy`` (reference: tf
 
 - FILE: walk from the output towards the sources through pass-through transformations (batch, map,
   filter, shuffle, repeat, take, prefetch, ...; zip and concatenate: every input) to the *sharding points*:
-  file readers (``reads_files``) and interleave/flat_map whose function returns a reader. At each point,
+  file readers (``reads_files``) and interleave/flat_map/map whose function returns a reader. At each point,
   ``shard(num_workers, index)`` goes on the stream of file names, and shuffles of that stream move below the
   new shard (each worker's file *set* is then independent of the seed). FILE is all-or-nothing: if any
   branch cannot be sharded by file, nothing is rewritten (tf.data rewrites part of the graph and then
@@ -51,6 +51,9 @@ PASS_THROUGH = frozenset({
 })
 MULTI_INPUT = frozenset({"Zip", "Concatenate"})
 FILE_MAPPERS = frozenset({"Interleave", "ParallelInterleave", "FlatMap"})
+# maps whose results may be datasets (map(TFRecordDataset) before a flat_map/interleave(lambda d: d)): a
+# sharding point when their function makes a reader and their input leads to no reader itself
+DATASET_MAPPERS = frozenset({"Map", "ParallelMap"})
 TRAILING = frozenset({"Prefetch", "WithOptions"})
 
 
@@ -64,8 +67,10 @@ class _Unshardable(Exception):
 
 # ================================================================================ FILE
 def _returns_reader(node: Node) -> bool:
-    """Does this interleave/flat_map's function return a dataset that reads files? (called once on a
-    sample file name, as tf.data traces the function once)."""
+    """Does this interleave/flat_map/map's function return a dataset that reads files (a map: among its
+    result's components)? Called once on a sample file name, as tf.data traces the function once. A
+    function given datasets (flat_map(lambda d: d) over a map that makes them) makes no reader itself."""
+    from jaxfeed.pipeline import structure
     from jaxfeed.pipeline.nodes.common import call, sample_element
 
     fn = node.functions().get("map_func")
@@ -75,12 +80,15 @@ def _returns_reader(node: Node) -> bool:
         sample = sample_element(node.inputs[0])
     except StopIteration:
         return False
+    if any(getattr(leaf, "_node", None) is not None for leaf in structure.flatten(sample)):
+        return False  # the datasets were made upstream: the walk goes on to where
     try:
         result = call(fn, sample)
     except Exception:  # noqa: BLE001 - a function that fails on a sample is not a reader we can prove
         return False
-    inner = getattr(result, "_node", None)
-    return inner is not None and any(n.reads_files for n in graph.walk(inner))
+    leaves = structure.flatten(tuple(result) if type(result) is list else result)
+    return any(getattr(leaf, "_node", None) is not None and any(n.reads_files for n in graph.walk(leaf._node))
+               for leaf in leaves)
 
 
 def brief(node: Node) -> str:
@@ -124,6 +132,16 @@ def find_sharding_points(root: Node) -> list[Node]:
         if node.kind in MULTI_INPUT:
             for child in node.inputs:
                 visit(child)
+            return
+        if node.kind in DATASET_MAPPERS and node.inputs:
+            found = len(points)
+            try:
+                visit(node.inputs[0])  # a map over records: its input reads the files
+            except _Unshardable:
+                if not _returns_reader(node):
+                    raise
+                del points[found:]
+                points.append(node)  # a map over file names that makes a reader per name
             return
         if node.kind in PASS_THROUGH and node.inputs:
             visit(node.inputs[0])

@@ -106,16 +106,16 @@ class Dataset:
             with_rng=False, seed=None, stateful=None, output_signature=None) -> "Dataset":
         """tf.data's ``map``, plus jaxfeed's keyword-only extensions:
 
-        - ``vectorized=True``: ``map_func`` works on batches as well as on single elements (it is
-          elementwise along axis 0), so a following ``batch`` may run it once per batch.
-        - ``executor="process"``: run the function in worker processes (for Python code that holds the
-          GIL); ``"thread"`` (default) uses threads. Needs ``num_parallel_calls``.
-        - ``with_rng=True``: call ``map_func(*element, rng)`` with a ``numpy.random.Generator`` derived from
         - ``output_signature``: the TensorSpec structure every result has; it becomes the element spec
           and each result is checked against it (InvalidArgumentError naming map and the element).
           Without it the spec has the structure, dtypes and ranks of one sample result and every
           dimension unknown (see README, "Differences from tf.data").
 
+        - ``vectorized=True``: ``map_func`` works on batches as well as on single elements (it is
+          elementwise along axis 0), so a following ``batch`` may run it once per batch.
+        - ``executor="process"``: run the function in worker processes (for Python code that holds the
+          GIL); ``"thread"`` (default) uses threads. Needs ``num_parallel_calls``.
+        - ``with_rng=True``: call ``map_func(*element, rng)`` with a ``numpy.random.Generator`` derived from
           (seed, element position): random augmentation that is identical under any parallelism.
         - ``stateful``: declare whether the function keeps hidden state (overrides determinism's
           inspection of the function).
@@ -253,6 +253,8 @@ class Dataset:
     def prefetch(self, buffer_size, name=None) -> "Dataset":
         from .nodes.prefetch import Prefetch
 
+        if buffer_size is None:  # tf.data's rule (prefetch_op.py): None means AUTOTUNE
+            buffer_size = AUTOTUNE
         return _named(Prefetch(self._node, buffer_size), name)
 
     def cache(self, filename="", name=None) -> "Dataset":
@@ -397,7 +399,11 @@ class Dataset:
 
     @staticmethod
     def counter(start=0, step=1, dtype=np.int64, name=None) -> "Dataset":
-        return Dataset.range(start, np.iinfo(np.int64).max, step, output_type=dtype, name=name)
+        """``start, start + step, ...`` forever (a negative step counts down; 0 repeats ``start``);
+        cardinality INFINITE_CARDINALITY, as tf.data's."""
+        from .nodes.range import Counter
+
+        return _named(Counter(start, step, output_type=dtype), name)
 
 
 def _named(node: Node, name) -> Dataset:

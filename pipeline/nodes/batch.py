@@ -22,6 +22,15 @@ def batched_cardinality(n: int, batch_size: int, drop_remainder: bool) -> int:
     return n // batch_size if drop_remainder else -(-n // batch_size)
 
 
+def _refuse_datasets(spec) -> None:
+    """TypeError for elements holding datasets (windows, a map's datasets): numpy cannot stack them into
+    anything a consumer could use; flat_map/interleave them (or ``w.batch(n)`` inside) instead."""
+    for path, leaf in structure.iter_structure_paths(spec):
+        if isinstance(leaf, structure.DatasetSpec):
+            raise TypeError(f"batch: component {path} of the elements is a Dataset ({leaf!r}), which cannot be "
+                            "batched; use flat_map/interleave (e.g. `flat_map(lambda w: w.batch(n))`).")
+
+
 class Batch(Node):
     kind = "Batch"
 
@@ -32,6 +41,8 @@ class Batch(Node):
         self.num_parallel_calls = check_parallelism(num_parallel_calls, "batch")
         warn_deterministic_without_parallelism(deterministic, num_parallel_calls, "batch")
         self.deterministic = deterministic
+        if not self.lazy_spec:
+            _refuse_datasets(input_node.element_spec)
 
     @property
     def lazy_spec(self):
@@ -44,6 +55,7 @@ class Batch(Node):
         return p
 
     def compute_spec(self):
+        _refuse_datasets(self.inputs[0].element_spec)
         dim = self.batch_size if self.drop_remainder else None
         return structure.map_structure(lambda s: s.with_leading(dim), self.inputs[0].element_spec)
 

@@ -48,6 +48,8 @@ def check_signature(fn, input_node: Node, transformation: str, extra_args: int =
 
 
 def check_int(value, name: str, transformation: str) -> int:
+    if value is None:  # tf.data converts the argument to a tensor: None is a ValueError there, not a TypeError
+        raise ValueError(f"{transformation}: `{name}` must be an integer, got None.")
     if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
         if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iu":
             return int(value)

@@ -106,6 +106,8 @@ def up_to(template, value, what):
 def as_dims(shape, path) -> tuple:
     if isinstance(shape, np.ndarray):
         shape = shape.tolist()
+    if isinstance(shape, (numbers.Integral, np.integer)) and not isinstance(shape, (bool, np.bool_)):
+        shape = [shape]  # tf.TensorShape(5) is the 1-D shape [5]: tf.data accepts a scalar padded shape
     if not isinstance(shape, (list, tuple)):
         raise TypeError(f"padded_batch: padded shape of component {path} must be a list of dimensions, "
                         f"got {shape!r}")

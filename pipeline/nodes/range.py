@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError
 from ..structure import TensorSpec
-from .base import Node
+from .base import INFINITE, Node
 
 
 class Range(Node):
@@ -21,6 +21,8 @@ class Range(Node):
         if len(args) > 3:
             raise ValueError(f"Dataset.range: expected 1 to 3 arguments, got {len(args)}.")
         for a in args:
+            if a is None:  # tf.data converts the arguments to tensors: None is a ValueError there
+                raise ValueError("Dataset.range: arguments must be integers, got None.")
             if isinstance(a, bool) or not isinstance(a, (numbers.Integral, np.integer)):
                 raise TypeError(f"Dataset.range: arguments must be integers, got {a!r} ({type(a).__name__}).")
         start, stop, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) == 3 else 1)
@@ -58,3 +60,41 @@ class Range(Node):
         from ..iterators.random_access import RandomAccessIterator
 
         return RandomAccessIterator(self, ctx)
+
+
+_INT64_MIN, _INT64_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
+
+
+class Counter(Range):
+    """``Dataset.counter``: ``start + step * i`` for ever (tf.data's counter: any step, 0 included, and
+    INFINITE cardinality). Random access reaches as far as int64 does; the values are computed in int64
+    and cast to the output type, so a narrower type wraps around as tf.data's does."""
+
+    kind = "Counter"
+
+    def __init__(self, start=0, step=1, output_type=np.int64):
+        for name, a in (("start", start), ("step", step)):
+            if a is None:
+                raise ValueError(f"Dataset.counter: `{name}` must be an integer, got None.")
+            if isinstance(a, bool) or not isinstance(a, (numbers.Integral, np.integer)):
+                raise TypeError(f"Dataset.counter: `{name}` must be an integer, got {a!r} ({type(a).__name__}).")
+        Node.__init__(self)
+        self.start, self.step = int(start), int(step)
+        self.stop = None
+        self.dtype = np.dtype(output_type)
+        if self.step > 0:
+            reach = (_INT64_MAX - self.start) // self.step + 1
+        elif self.step < 0:
+            reach = (self.start - _INT64_MIN) // -self.step + 1
+        else:
+            reach = _INT64_MAX
+        self._len = min(reach, _INT64_MAX)  # the positions an index can address, not a cardinality
+
+    def params(self):
+        return {"start": self.start, "step": self.step, "output_type": self.dtype.name}
+
+    def cardinality(self):
+        return INFINITE
+
+    def element_at(self, index):
+        return self.gather(np.asarray([index], dtype=np.int64))[0]
