@@ -169,12 +169,9 @@ def _records(serialized, what: str) -> list:
     if items is None:
         raise InvalidArgumentError(f"{what}: expected a 1-D batch of serialized records (bytes), got "
                                    f"{_describe(serialized)}.", what)
-    out = []
-    for i, v in enumerate(items):
-        if type(v) is not bytes:
-            v = _as_record(v, i, what)
-        out.append(v)
-    return out
+    if set(map(type, items)) <= {bytes}:  # the common case, checked in C
+        return items
+    return [v if type(v) is bytes else _as_record(v, i, what) for i, v in enumerate(items)]
 
 
 def _flatten_records(value, out: list):
