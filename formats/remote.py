@@ -42,7 +42,6 @@ DEFAULT_TIMEOUT = 60.0
 DEFAULT_RETRIES = 3
 DEFAULT_BACKOFF = 0.5
 MAX_BACKOFF = 16.0
-_JAXFEED_KEYS = ("timeout", "retries", "retry_backoff", "retry_sleep")
 _TRANSIENT_STATUS = {408, 425, 429, 500, 502, 503, 504}
 _HTTP = ("http://", "https://")
 
