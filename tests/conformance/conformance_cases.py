@@ -2336,3 +2336,247 @@ def map_tfrecord_dataset_flat_map(t, np):
 @case("map")
 def map_returns_dataset_raw(t, np):
     return t.Dataset.range(1, 3).map(lambda x: t.Dataset.range(x))
+
+
+# ============================================================================ more resume points
+@case("checkpoint", checkpoint=[1, 4, 9])
+def ckpt_interleave_parallel(t, np):
+    return t.Dataset.range(1, 6).interleave(_repeat_self(t), cycle_length=3, block_length=2,
+                                           num_parallel_calls=3)
+
+
+@case("checkpoint", checkpoint=[1, 2])
+def ckpt_map_batch(t, np):
+    return t.Dataset.range(11).map(lambda x: x * 10, num_parallel_calls=2).batch(4)
+
+
+@case("checkpoint", checkpoint=[2, 3, 4])
+def ckpt_concatenate_boundary(t, np):
+    return t.Dataset.range(3).concatenate(t.Dataset.range(100, 103))
+
+
+@case("checkpoint", checkpoint=[1, 3])
+def ckpt_skip_take_shard(t, np):
+    return t.Dataset.range(30).skip(3).shard(3, 1).take(6)
+
+
+@case("checkpoint", checkpoint=[2, 3])
+def ckpt_unique(t, np):
+    return t.Dataset.from_tensor_slices(np.array([1, 1, 2, 3, 2, 4, 5, 1], dtype=np.int64)).unique()
+
+
+@case("checkpoint", checkpoint=[2])
+def ckpt_take_while(t, np):
+    return t.Dataset.range(10).take_while(lambda x: x < 6)
+
+
+@case("checkpoint", checkpoint=[1, 3])
+def ckpt_strings(t, np):
+    return t.Dataset.from_tensor_slices(["a", "bb", "", "ddd", "e"])
+
+
+@case("checkpoint", checkpoint=[2, 4])
+def ckpt_tfrecord_gzip(t, np):
+    return t.TFRecordDataset(t.files["a.tfrecord.gz"], compression_type="GZIP")
+
+
+@case("checkpoint", checkpoint=[1, 2])
+def ckpt_csv(t, np):
+    return t.CsvDataset(t.files["plain.csv"], [0, 0.0, ""])
+
+
+@case("checkpoint", checkpoint=[3, 5])
+def ckpt_tfrecord_parallel_reads(t, np):
+    names = [t.files[n] for n in ("a.tfrecord", "c.tfrecord", "b.tfrecord", "d.tfrecord")]
+    return t.TFRecordDataset(names, num_parallel_reads=2)
+
+
+@case("checkpoint", checkpoint=[2, 4])
+def ckpt_choose(t, np):
+    a, b = t.Dataset.range(0, 5), t.Dataset.range(100, 105)
+    choice = t.Dataset.from_tensor_slices(np.array([0, 1, 1, 0, 1, 0, 0], dtype=np.int64))
+    return t.Dataset.choose_from_datasets([a, b], choice)
+
+
+@case("checkpoint", checkpoint=[2, 4])
+def ckpt_enumerate_filter(t, np):
+    return t.Dataset.range(10).filter(lambda x: x % 2 == 1).enumerate(start=100)
+
+
+@case("checkpoint", checkpoint=[1, 2])
+def ckpt_bucket(t, np):
+    return _sequences(t).bucket_by_sequence_length(lambda x: t.ops.shape0(x), [3, 5], [2, 2, 2])
+
+
+@case("checkpoint", checkpoint=[2, 4])
+def ckpt_flat_map(t, np):
+    return t.Dataset.range(1, 4).flat_map(lambda x: t.Dataset.from_tensors(x).repeat(x))
+
+
+@case("checkpoint", checkpoint=[3])
+def ckpt_repeat_forever(t, np):
+    return t.Dataset.range(3).repeat().take(8)
+
+
+@case("checkpoint", checkpoint=[2, 5], limit=12)
+def ckpt_counter(t, np):
+    return t.Dataset.counter(5, 2).take(10)
+
+
+@case("checkpoint", checkpoint=[1, 2])
+def ckpt_unbatch(t, np):
+    return t.Dataset.range(7).batch(3).unbatch()
+
+
+# ============================================================================ more transformations
+@case("batch")
+def batch_parallel_drop(t, np):
+    return t.Dataset.range(10).batch(4, drop_remainder=True, num_parallel_calls=2)
+
+
+@case("batch")
+def batch_dict_strings(t, np):
+    return t.Dataset.from_tensor_slices({"s": ["a", "b", "c"], "n": [1, 2, 3]}).batch(2)
+
+
+@case("batch")
+def batch_nested_structures(t, np):
+    ds = t.Dataset.from_tensors(({"k": np.arange(2)}, Point(np.float32(1.0), "p"))).repeat(3)
+    return ds.batch(2)
+
+
+@case("padded_batch")
+def padded_batch_dict_partial_shapes(t, np):
+    ds = t.Dataset.range(1, 4).map(lambda x: {"v": t.ops.fill([x], x), "s": x})
+    return ds.padded_batch(2, padded_shapes={"v": [None], "s": []})
+
+
+@case("padded_batch")
+def padded_batch_empty_input(t, np):
+    return t.Dataset.range(0).map(lambda x: t.ops.fill([x], x)).padded_batch(2)
+
+
+@case("padded_batch")
+def padded_batch_zero_length_elements(t, np):
+    return t.Dataset.range(3).map(lambda x: t.ops.fill([x * 0], x)).padded_batch(3)
+
+
+@case("window")
+def window_strings_batch(t, np):
+    return t.Dataset.from_tensor_slices(["a", "b", "c", "d", "e"]).window(2, shift=1, drop_remainder=True).flat_map(
+        lambda w: w.batch(2))
+
+
+@case("window")
+def window_infinite_take(t, np):
+    return t.Dataset.range(3).repeat().window(2).take(3).flat_map(lambda w: w.batch(2))
+
+
+@case("window")
+def window_cardinality(t, np):
+    return t.Dataset.range(10).window(3, shift=2, drop_remainder=True)
+
+
+@case("shard")
+def shard_interleaved_files(t, np):
+    names = t.Dataset.from_tensor_slices([t.files["a.tfrecord"], t.files["b.tfrecord"], t.files["d.tfrecord"]])
+    return names.shard(2, 0).interleave(lambda f: t.TFRecordDataset(f), cycle_length=2)
+
+
+@case("shard")
+def shard_strings(t, np):
+    return t.Dataset.from_tensor_slices(["a", "b", "c", "d", "e"]).shard(2, 1)
+
+
+@case("zip")
+def zip_infinite_cardinality(t, np):
+    return t.Dataset.zip((t.Dataset.range(2).repeat(), t.Dataset.range(3).repeat())).take(4)
+
+
+@case("zip")
+def zip_dict_strings_batch(t, np):
+    return t.Dataset.zip({"y": t.Dataset.from_tensor_slices(["p", "q", "r"]), "x": t.Dataset.range(3)}).batch(2)
+
+
+@case("zip")
+def zip_empty(t, np):
+    return t.Dataset.zip((t.Dataset.range(0), t.Dataset.range(3)))
+
+
+@case("concatenate")
+def concatenate_dict_strings(t, np):
+    a = t.Dataset.from_tensors({"s": "x", "n": 1})
+    b = t.Dataset.from_tensors({"n": 2, "s": "yy"})
+    return a.concatenate(b).batch(2)
+
+
+@case("concatenate")
+def concatenate_namedtuples(t, np):
+    return t.Dataset.from_tensors(Point(1, 2)).concatenate(t.Dataset.from_tensors(Point(3, 4)))
+
+
+@case("errors")
+def concatenate_namedtuple_vs_tuple(t, np):
+    return t.Dataset.from_tensors(Point(1, 2)).concatenate(t.Dataset.from_tensors((3, 4)))
+
+
+@case("choose")
+def choose_infinite_inputs(t, np):
+    a, b = t.Dataset.range(3).repeat(), t.Dataset.range(10, 12).repeat()
+    choice = t.Dataset.from_tensor_slices(np.array([1, 1, 0, 1, 0], dtype=np.int64))
+    return t.Dataset.choose_from_datasets([a, b], choice)
+
+
+@case("scan")
+def scan_strings_state(t, np):
+    return t.Dataset.from_tensor_slices(["a", "b", "c"]).scan(np.int64(0), lambda s, x: (s + 1, (s, x)))
+
+
+@case("filter")
+def filter_strings(t, np):
+    return t.Dataset.from_tensor_slices(["a", "bb", "a"]).filter(lambda s: s == "a")
+
+
+@case("take_skip")
+def take_strings_spec(t, np):
+    return t.Dataset.from_tensor_slices([["a", "b"], ["c", "d"]]).take(1)
+
+
+@case("sources")
+def slices_dict_of_2d(t, np):
+    return t.Dataset.from_tensor_slices({"img": np.zeros((2, 2, 3), dtype=np.uint8), "label": [0, 1]})
+
+
+@case("sources")
+def slices_namedtuple_strings(t, np):
+    return t.Dataset.from_tensor_slices(Point(["a", "b"], [1.5, 2.5]))
+
+
+@case("sources")
+def from_tensors_empty_tuple_component(t, np):
+    return t.Dataset.from_tensors((np.zeros((0,), dtype=np.int64), "s"))
+
+
+@case("sources")
+def range_int32_negative_step(t, np):
+    return t.Dataset.range(5, -5, -4, output_type=t.dtype("int32"))
+
+
+@case("unique")
+def unique_after_batch_unbatch(t, np):
+    return t.Dataset.from_tensor_slices([3, 3, 4]).batch(2).unbatch().unique()
+
+
+@case("errors")
+def unique_2d(t, np):
+    return t.Dataset.from_tensors(np.zeros((2, 2), dtype=np.int64)).unique()
+
+
+@case("errors")
+def reduce_state_dtype_change(t, np):
+    return t.Dataset.from_tensors(t.Dataset.range(3).reduce(np.int64(0), lambda s, x: t.ops.cast(s, "float32")))
+
+
+@case("errors")
+def get_single_element_empty(t, np):
+    return t.Dataset.from_tensors(t.Dataset.range(0).get_single_element())

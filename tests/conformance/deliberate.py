@@ -45,6 +45,12 @@ DELIBERATE = {
         "tf": "take(-5) reports cardinality -5 (and list() then fails on len)",
         "jaxfeed": "any negative count means all: cardinality 5",
         "expect": {"cardinality": 5}},
+    "choose_infinite_inputs": {
+        "aspects": ["cardinality"], "source": "docs/deliberate-differences.md",
+        "tf": "choose_from_datasets over infinite inputs reports INFINITE although a finite choice dataset "
+              "ends it (5 elements)",
+        "jaxfeed": "UNKNOWN (-2); the same 5 elements",
+        "expect": {"cardinality": -2}},
     "rebatch_zero": {
         "aspects": ["elements", "spec", "cardinality"], "source": "README",
         "tf": "rebatch(0) yields empty batches forever",

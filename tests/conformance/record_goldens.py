@@ -235,10 +235,11 @@ def main(argv=None):
                 existing = json.load(f)["cases"]
         existing.update(records)
         order = [c.name for c in cases.CASES if c.name in existing]
+        # one case per line: a re-recording's diff shows which cases changed
+        lines = [f"{json.dumps(name)}: {json.dumps(existing[name], separators=(',', ':'))}" for name in order]
+        recorded_with = json.dumps(f"tensorflow {tf.__version__}, numpy {np.__version__}")
         with open(path, "w") as f:
-            json.dump({"recorded_with": f"tensorflow {tf.__version__}, numpy {np.__version__}",
-                       "cases": {name: existing[name] for name in order}}, f, indent=1, sort_keys=False)
-            f.write("\n")
+            f.write(f'{{"recorded_with": {recorded_with},\n "cases": {{\n' + ",\n".join(lines) + "\n}}\n")
     print(f"{sum(len(r) for r in groups.values())} cases recorded in {len(groups)} files", flush=True)
 
 

@@ -42,12 +42,13 @@ KNOWN_DEFECTS = {
     ("dict_choose_other_order", "spec"): "issue 14 defect 2: elements' key order differs from the spec's",
     ("dict_sample_other_order", "spec"): "issue 14 defect 2: spec keys [b, a] (first input), elements [a, b]; "
                                          "tf.data's spec and elements are [a, b]",
-    **{(name, aspect): "issue 14 defect 13: map returning a Dataset is unsupported (TypeError: cannot convert "
-                       "a Dataset to an array)"
-       for name in ("map_returns_dataset_flat_map", "map_returns_dataset_interleave", "map_tfrecord_dataset_flat_map",
-                    "map_returns_dataset_raw") for aspect in ("elements", "spec")},
-    ("nested_flat_map_interleave", "spec"): "issue 14 defect 3: the spec comes from one sample; the first inner "
-                                            "dataset is empty and the spec claims dtype string for int64 elements",
+    ("nested_flat_map_interleave", "spec"): "issue 14 defect 3 (still after 5f18301): a function over an empty "
+                                            "input gets common.UNKNOWN_SPEC = TensorSpec(None, object), i.e. a claim "
+                                            "of dtype string; here the first inner dataset is empty and the spec says "
+                                            "string for int64 elements",
+    ("padded_batch_empty_input", "spec"): "issue 14 defect 3 (still after 5f18301): map over an empty input has "
+                                          "an unknown-rank spec, so padded_batch's element_spec raises ValueError "
+                                          "(tf.data: (None, None) int64, no elements)",
 }
 
 # (case, aspect) -> what tf.data does vs what jaxfeed does; not named in issue 14.
@@ -55,9 +56,6 @@ _UNBATCH = ("finding: tf.data knows unbatch's cardinality when the input's cardi
             "dimension are static (from_tensors([[..],[..]]).unbatch() -> 2); jaxfeed reports UNKNOWN (-2)")
 _SAMPLE = ("finding: tf.data knows sample_from_datasets' cardinality from constant weights (weights [1, 0] "
            "over 3 + 3 elements -> 3; [0, 1] with stop_on_empty_dataset over 0 + 5 -> 5); jaxfeed reports -2")
-_ENUMERATE = ("finding: enumerate() over an infinite dataset reports cardinality 2**63-1 (and len() returns it) "
-              "instead of INFINITE (-1) / TypeError 'The dataset is infinite.'; enumerate zips with "
-              "range(start, int64 max), the cause issue 14 defect 13 names for counter()")
 _CSV_ORDER = ("finding: CsvDataset raises a bad row's error before delivering the good rows in front of it "
               "(tf.data delivers them first, then InvalidArgumentError)")
 FINDINGS = {
@@ -65,10 +63,16 @@ FINDINGS = {
                                                     "unbatch_strings", "unbatch_2d", "unbatch_then_batch_strings")},
     **{(name, "cardinality"): _SAMPLE for name in ("sample_weight_one", "sample_stop_on_empty_cardinality",
                                                    "dict_sample_other_order")},
-    ("repeat_infinite_enumerate", "cardinality"): _ENUMERATE,
-    ("enumerate_len_infinite", "elements"): _ENUMERATE,
     ("unique_tuple", "elements"): "finding: unique() over tuple elements raises TypeError at build; tf.data "
                                   "raises InvalidArgumentError (TypeError only for a float dtype)",
+    ("unique_2d", "elements"): "finding: unique() refuses non-scalar elements at build (TypeError); tf.data "
+                               "accepts them (from_tensors(zeros((2, 2), int64)).unique() yields the element)",
+    ("unique_2d", "spec"): "finding: see unique_2d elements (jaxfeed raises at build)",
+    ("unique_2d", "cardinality"): "finding: see unique_2d elements (jaxfeed raises at build)",
+    ("filter_strings", "elements"): "finding: string leaves reach functions as Python bytes, so `s == 'a'` is "
+                                    "False and filter drops every element silently; tf.data compares the "
+                                    "string tensor with the str by value (2 elements). Decide: document as a "
+                                    "porting rule (compare with b'a') or make it loud",
     ("csv_dtype_defaults", "elements"): _CSV_ORDER,
     ("csv_bad_int", "elements"): _CSV_ORDER,
 }
@@ -232,7 +236,11 @@ def test_deliberate_difference(name, adapter):
         return
     if "cardinality" in expect:
         assert ds.cardinality() == expect["cardinality"]
-        assert len(ds.as_numpy()) == expect["cardinality"]
+        if expect["cardinality"] >= 0:
+            assert len(ds.as_numpy()) == expect["cardinality"]
+        else:  # a finite dataset whose count jaxfeed does not know: the elements are tf.data's
+            o = check.run_case(case, adapter)
+            assert not check.element_list_differences(golden["elements"], o.record["elements"], "exact", name)
     if "elements" in expect:
         assert [_plain(e) for e in ds] == expect["elements"]
     if "dtype" in expect:
