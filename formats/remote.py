@@ -38,6 +38,9 @@ import time
 
 from jaxfeed.pipeline import errors
 
+# A read smaller than this asks for this much and keeps the rest for the next reads: pyarrow reads a
+# Parquet footer and column chunks in small pieces, and one request each would cost a round trip each.
+READ_AHEAD = 1 << 20
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_RETRIES = 3
 DEFAULT_BACKOFF = 0.5
@@ -105,6 +108,7 @@ class RemoteFile(io.RawIOBase):
         self._options = options
         self._pos = 0
         self._whole = None  # the whole file, when a server answered a range with it
+        self._ahead = (0, b"")  # (offset, bytes): checked bytes read ahead (READ_AHEAD)
         if url.startswith(_HTTP):
             self._backend = _HttpBackend(url, options)
         else:
@@ -132,11 +136,19 @@ class RemoteFile(io.RawIOBase):
         with fewer: a checked partial answer)."""
         if self._whole is not None:
             return self._whole[start:start + n]
+        at, ahead = self._ahead
+        if at <= start < at + len(ahead):
+            return ahead[start - at:start - at + n]
         size = self.size
-        end = start + n if size is None else min(start + n, size)
+        want = max(n, READ_AHEAD)
+        end = start + want if size is None else min(start + want, size)
         if start >= end:
             return b""
-        return self._retrying(start, self._fetch_once, start, end)
+        data = self._retrying(start, self._fetch_once, start, end)
+        if len(data) <= n:
+            return data
+        self._ahead = (start, data)
+        return data[:n]
 
     def _fetch_once(self, start: int, end: int) -> bytes:
         body, whole, total = self._backend.fetch(start, end)
