@@ -3,7 +3,7 @@ record exactly once, or an error from jaxfeed.pipeline.errors naming the URL and
 file that ends early, records dropped or repeated, a hang, or a raw aiohttp/fsspec error.
 
 Retries sleep through ``storage_options["retry_sleep"]``: the tests record the sleeps instead of waiting.
-The ``timeout`` marks are hang guards only (the stalls below are cut by a 0.3 s client timeout)."""
+The ``timeout`` marks are hang guards only (the stalls below are cut by a 1 s client timeout)."""
 
 import functools
 import gzip
@@ -45,7 +45,8 @@ def sleeps():
 
 
 def options(sleeps, **more):
-    return {"timeout": 5.0, "retries": 2, "retry_backoff": 0.1, "retry_sleep": sleeps.append, **more}
+    # timeout: generous (a busy machine must not make an answer late); the stall tests set a short one
+    return {"timeout": 30.0, "retries": 2, "retry_backoff": 0.1, "retry_sleep": sleeps.append, **more}
 
 
 def read_until_error(dataset):
@@ -98,24 +99,25 @@ def test_a_file_that_changes_size_while_read_is_data_loss(server, sleeps):
 
 
 # ------------------------------------------------------------------ defect 12: stalled or failing servers
+# (Assertions that hold even if a busy machine made the HEAD before the stalled GETs late too.)
 @pytest.mark.timeout(60)
 def test_a_stalled_server_is_deadline_exceeded_after_bounded_retries(server, sleeps):
     server.faults = lambda r: ("stall",) if r.method == "GET" else None
     url = server.url("r.tfrecord")
-    opts = options(sleeps, timeout=0.3)
-    got, error = read_until_error(TFRecordDataset(url, storage_options=opts))
+    got, error = read_until_error(TFRecordDataset(url, storage_options=options(sleeps, timeout=1.0, retries=1)))
     assert isinstance(error, errors.DeadlineExceededError) and isinstance(error, TimeoutError)
     assert got == [] and error.filename == url and error.offset == 0
-    assert url in str(error) and "0.3" in str(error)
-    assert len(server.gets("r.tfrecord")) == 3 and sleeps == [0.1, 0.2]
+    assert url in str(error) and "1.0 s" in str(error) and "2 attempts" in str(error)
+    assert 1 <= len(server.gets("r.tfrecord")) <= 2 and sleeps[-1] == 0.1
 
 
 @pytest.mark.timeout(60)
 def test_a_server_that_stalls_at_open_is_deadline_exceeded(server, sleeps):
     server.faults = lambda r: ("stall",) if r.method == "HEAD" else None
-    _, error = read_until_error(TFRecordDataset(server.url("r.tfrecord"), storage_options=options(sleeps,
-                                                                                                   timeout=0.3)))
-    assert isinstance(error, errors.DeadlineExceededError)
+    url = server.url("r.tfrecord")
+    _, error = read_until_error(TFRecordDataset(url, storage_options=options(sleeps, timeout=1.0, retries=1)))
+    assert isinstance(error, errors.DeadlineExceededError) and error.offset == 0 and url in str(error)
+    assert server.gets("r.tfrecord") == [] and sleeps == [0.1]
 
 
 @pytest.mark.parametrize("status", [500, 502, 503, 504, 429])
@@ -233,7 +235,7 @@ def _check_fault_plan(server, plan, compression):
     server.faults = lambda r: next(gets, None) if r.method == "GET" else None
     name = "small.gz" if compression else "small"
     dataset = TFRecordDataset(server.url(name), compression, buffer_size=1 << 16,
-                              storage_options={"timeout": 5.0, "retries": 2, "retry_sleep": lambda s: None})
+                              storage_options={"timeout": 30.0, "retries": 2, "retry_sleep": lambda s: None})
     got = []
     try:
         for record in dataset:
