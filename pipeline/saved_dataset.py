@@ -86,15 +86,23 @@ def save(dataset, path: str, compression=None, shard_func=None, checkpoint_args=
         raise InvalidArgumentError("save: checkpoint_args is not supported; a save that stops part way leaves no "
                                    "finished save (no dataset_spec.json), and running it again starts over.",
                                    "save")
+    from tqdm import tqdm
+
     writer = ShardedWriter(path, dataset.element_spec, shard_func, f"save({path!r})")
+    total = dataset.cardinality()
+    # a progress bar on a terminal only (disable=None), as long saves want one and logs do not
+    bar = tqdm(total=total if total >= 0 else None, unit="el", desc=f"save {path}", disable=None, leave=False)
     try:
         with iter(dataset) as it:
             for block in iter(lambda: it.next_many(WRITE_BLOCK), []):
                 writer.write(block)
+                bar.update(len(block))
         writer.finish()
     except BaseException:
         writer.abort()
         raise
+    finally:
+        bar.close()
 
 
 class ShardedWriter:
