@@ -157,7 +157,7 @@ class Dataset:
         from .nodes.common import check_int
 
         start = check_int(start, "start", "enumerate")
-        counter = Dataset.range(start, np.iinfo(np.int64).max)
+        counter = Dataset.counter(start)  # infinite: the zip has the input's cardinality, INFINITE included
         return _named(Dataset.zip((counter, self))._node, name)
 
     def take_while(self, predicate, name=None) -> "Dataset":

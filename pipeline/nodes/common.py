@@ -115,20 +115,70 @@ def first_element(node: Node):
 UNKNOWN_SPEC = structure.TensorSpec(None, object)
 
 
+class _NoPlaceholder(Exception):
+    """An input spec no placeholder element can be built for (unknown rank, dataset leaves)."""
+
+
+def sample_for_spec(input_node: Node):
+    """``(element, is_placeholder)``: an element to run a function on to learn its result's spec, or
+    ``(None, True)`` when there is none.
+
+    A real element where the input has one (``sample_element``). For an empty input, a placeholder built
+    from the input's spec -- zeros (``b""`` for strings), every unknown dimension 1 -- as tf.data traces
+    with symbolic tensors: the result's structure, dtypes and ranks are what the function returns for
+    any element of that spec (its dimensions are not used: the spec leaves them unknown). Without it, an
+    empty inner dataset would hand an outer flat_map or a padded_batch a spec of unknown rank and dtype."""
+    try:
+        return sample_element(input_node), False
+    except StopIteration:
+        pass
+    try:
+        return structure.map_structure(_placeholder_leaf, input_node.element_spec), True
+    except _NoPlaceholder:
+        return None, True
+
+
+def _placeholder_leaf(spec):
+    if not isinstance(spec, structure.TensorSpec) or spec.shape is None or spec == UNKNOWN_SPEC:
+        raise _NoPlaceholder
+    shape = tuple(1 if d is None else d for d in spec.shape)
+    if spec.dtype == structure.STRING:
+        if not shape:
+            return b""
+        out = np.empty(shape, dtype=object)
+        out.fill(b"")
+        return out
+    value = np.zeros(shape, dtype=spec.dtype)
+    return value[()] if not shape else value
+
+
+def call_for_spec(run, input_node: Node):
+    """``run(element)`` on ``sample_for_spec``'s element, or None when there is no element or a placeholder
+    made ``run`` (the user's function) fail."""
+    element, is_placeholder = sample_for_spec(input_node)
+    if element is None:
+        return None
+    if not is_placeholder:
+        return run(element)
+    try:
+        return run(element)
+    except Exception:  # noqa: BLE001 - a function need not accept a placeholder; the spec stays unknown
+        return None
+
+
 def spec_from_function(fn, input_node: Node, transform_output=None):
     """The spec of ``fn``'s results, from its result on a sample element (tf.data traces; we run once on
     real data). One result proves structure, dtypes and ranks, not dimensions: every dimension is unknown
     (``signature.relax``); a declared ``output_signature`` is how a user promises more."""
     from .signature import relax
 
-    try:
-        element = sample_element(input_node)
-    except StopIteration:
-        return UNKNOWN_SPEC
-    out = call(fn, element)
-    if transform_output is not None:
-        out = transform_output(out)
-    return relax(structure.spec_of(structure.normalize(out)))
+    def spec_of_result(out):
+        if transform_output is not None:
+            out = transform_output(out)
+        return relax(structure.spec_of(structure.normalize(out)))
+
+    spec = call_for_spec(lambda element: spec_of_result(call(fn, element)), input_node)
+    return UNKNOWN_SPEC if spec is None else spec
 
 
 class PassThrough(Node):
@@ -146,4 +196,5 @@ class PassThrough(Node):
 
 
 __all__ = ["AUTOTUNE", "SHARD_HINT", "INFINITE", "UNKNOWN", "call", "check_bool", "check_int", "check_parallelism",
-           "check_signature", "sample_element", "spec_from_function", "PassThrough", "UNKNOWN_SPEC"]
+           "check_signature", "sample_element", "sample_for_spec", "call_for_spec", "spec_from_function",
+           "PassThrough", "UNKNOWN_SPEC"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .base import UNKNOWN, Node
-from .common import UNKNOWN_SPEC, call, check_signature, sample_element
+from .common import UNKNOWN_SPEC, call, call_for_spec, check_signature
 
 
 def dataset_of(value, transformation: str):
@@ -20,11 +20,9 @@ def dataset_function_spec(fn, input_node: Node, transformation: str):
     its structure, dtypes and ranks; every dimension unknown, since the next input's dataset may differ."""
     from .signature import relax
 
-    try:
-        element = sample_element(input_node)
-    except StopIteration:
-        return UNKNOWN_SPEC
-    return relax(dataset_of(call(fn, element), transformation).element_spec)
+    spec = call_for_spec(lambda element: relax(dataset_of(call(fn, element), transformation).element_spec),
+                         input_node)
+    return UNKNOWN_SPEC if spec is None else spec
 
 
 def declared(node, map_func, output_signature, transformation: str):

@@ -23,7 +23,7 @@ import numpy as np
 from .. import structure
 from ..errors import InvalidArgumentError
 from .base import UNKNOWN, Node
-from .common import UNKNOWN_SPEC, call, check_int, check_signature, sample_element
+from .common import UNKNOWN_SPEC, call, call_for_spec, check_int, check_signature
 
 TRANSFORMATION = "group_by_window"
 
@@ -70,12 +70,12 @@ class GroupByWindow(Node):
         from .elements import dataset_of_elements
         from .signature import relax
 
-        try:
-            element = sample_element(self.inputs[0])
-        except StopIteration:
-            return UNKNOWN_SPEC
-        key = self.key_of(element, 0)
-        return relax(self.reduce(key, dataset_of_elements([element]), 0).element_spec)
+        def reduced_spec(element):
+            key = self.key_of(element, 0)
+            return relax(self.reduce(key, dataset_of_elements([element]), 0).element_spec)
+
+        spec = call_for_spec(reduced_spec, self.inputs[0])
+        return UNKNOWN_SPEC if spec is None else spec
 
     def cardinality(self):
         return UNKNOWN

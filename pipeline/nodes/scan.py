@@ -6,7 +6,7 @@ import inspect
 
 from .. import structure
 from .base import Node
-from .common import UNKNOWN_SPEC, sample_element
+from .common import UNKNOWN_SPEC, call_for_spec
 from .signature import ConformScan, check_signature_structure, relax, unwrap
 
 
@@ -51,13 +51,13 @@ class Scan(Node):
     def compute_spec(self):
         if self.output_signature is not None:
             return self.output_signature
-        try:
-            element = sample_element(self.inputs[0])
-        except StopIteration:
-            return UNKNOWN_SPEC
         from ..iterators.scan import step
 
-        return relax(structure.spec_of(step(self.scan_func, self.initial_state, element, self.label())[1]))
+        def output_spec(element):
+            return relax(structure.spec_of(step(self.scan_func, self.initial_state, element, self.label())[1]))
+
+        spec = call_for_spec(output_spec, self.inputs[0])
+        return UNKNOWN_SPEC if spec is None else spec
 
     def cardinality(self):
         return self.inputs[0].cardinality()

@@ -245,3 +245,26 @@ def test_a_map_may_declare_dataset_valued_outputs():
     bad = Dataset.range(3).map(lambda x: Dataset.range(x).map(lambda v: v * 1.5), output_signature=sig)
     with pytest.raises(errors.InvalidArgumentError, match="float64.*declares int64"):
         list(bad.flat_map(lambda d: d))
+
+
+# ------------------------------------------------------------------------------ empty inputs
+def test_an_empty_sample_inner_dataset_does_not_decide_the_outer_spec():
+    # the first inner dataset (x=0) is empty: its spec comes from a placeholder element, as tf.data traces
+    ds = Dataset.range(3).flat_map(
+        lambda x: Dataset.range(x).interleave(lambda y: Dataset.from_tensors(y).repeat(2), cycle_length=2))
+    assert ds.element_spec == TensorSpec((), np.int64)  # was TensorSpec(None, string)
+    assert all(conforms(ds.element_spec, e) for e in ds)
+
+
+def test_a_function_over_an_empty_input_has_its_rank_and_dtype():
+    empty = Dataset.range(0).map(lambda x: np.full([x], x))
+    assert empty.element_spec == TensorSpec((None,), np.int64)
+    assert empty.padded_batch(2).element_spec == TensorSpec((None, None), np.int64)  # was a ValueError
+    assert list(empty.padded_batch(2)) == []
+    scanned = Dataset.range(0).scan(np.int64(0), lambda s, x: (s + x, (s, np.zeros(x))))
+    assert scanned.element_spec == (TensorSpec((), np.int64), TensorSpec((None,), np.float64))
+
+
+def test_a_function_that_refuses_the_placeholder_leaves_the_spec_unknown():
+    ds = Dataset.range(0).map(lambda x: [10, 20][x + 5])
+    assert ds.element_spec.shape is None and list(ds) == []

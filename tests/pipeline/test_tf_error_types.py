@@ -156,3 +156,12 @@ def test_batching_dataset_valued_elements_is_refused_with_a_clear_error():
         Dataset.range(5).window(2).batch(2)
     with pytest.raises(TypeError, match="cannot be batched"):
         Dataset.range(3).map(lambda x: Dataset.range(x)).batch(2).element_spec
+
+
+def test_enumerate_counts_with_an_infinite_counter():
+    # tf.data zips with counter(start): an infinite input stays infinite (was 2**63 - 1)
+    assert Dataset.range(2).repeat().enumerate().cardinality() == INFINITE_CARDINALITY
+    with pytest.raises(TypeError, match="infinite"):
+        len(Dataset.range(2).repeat().enumerate())
+    assert Dataset.range(3).enumerate(5).cardinality() == 3
+    assert values(Dataset.range(3).enumerate(-2)) == [[-2, 0], [-1, 1], [0, 2]]
