@@ -34,6 +34,8 @@ class Cache(PassThrough):
 
     def __init__(self, input_node, filename=""):
         super().__init__((input_node,))
+        if filename is None:  # tf.data converts it to a string tensor: None is a ValueError there
+            raise ValueError("cache: `filename` must be a string (\"\" for memory), got None.")
         if hasattr(filename, "__fspath__"):
             filename = filename.__fspath__()
         if not isinstance(filename, str):

@@ -10,6 +10,8 @@ from .base import Node
 
 
 def _patterns(file_pattern) -> list[str]:
+    if file_pattern is None:  # tf.data converts it to a string tensor: None is a ValueError there
+        raise ValueError("list_files: `file_pattern` must be a string or a list of strings, got None.")
     if isinstance(file_pattern, (str, bytes)):
         items = [file_pattern]
     elif isinstance(file_pattern, (list, tuple)):

@@ -29,6 +29,8 @@ NONE_ARGUMENTS = {
     "enumerate start": lambda ds: ds.enumerate(None),
     "range": lambda ds: Dataset.range(None),
     "counter": lambda ds: Dataset.counter(None),
+    "cache filename": lambda ds: ds.cache(None),
+    "list_files": lambda ds: Dataset.list_files(None),
 }
 
 
