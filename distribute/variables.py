@@ -20,6 +20,7 @@ from . import context
 from .values import ReduceOp, VariableAggregation, VariableSynchronization
 
 _PENDING_CHECK_EVERY = 8
+_NARROWING_REPORTED: set = set()  # variables whose 64-bit initial values were reported narrowed (once each)
 
 
 class Variable:
@@ -47,6 +48,11 @@ class Variable:
         self._synchronization = VariableSynchronization(synchronization)
         self.name = name or "Variable"
         self.trainable = True if trainable is None else bool(trainable)
+        if dtype is None and isinstance(initial_value, (np.ndarray, np.generic)):  # 64-bit: never narrowed silently
+            from .values import to_device_dtype, x64_enabled
+
+            initial_value = to_device_dtype(np.asarray(initial_value), f"Variable {self.name!r}: the initial value",
+                                            x64_enabled(), _NARROWING_REPORTED)
         value = jnp.asarray(np.asarray(initial_value) if not hasattr(initial_value, "dtype") else initial_value,
                             dtype=dtype)
         self._dtype, self._shape = value.dtype, tuple(value.shape)

@@ -205,3 +205,14 @@ def test_extended_has_the_commonly_used_members(s2):
     assert e.variable_created_in_scope(v)
     e.update(v, lambda var, d: var.assign_add(d), args=(2.0,))
     assert float(v.numpy()) == 3.0
+
+
+def test_a_variables_64_bit_initial_value_is_checked_like_every_other_value(s2):
+    with s2.scope():
+        with pytest.raises(InvalidArgumentError, match="Variable 'ids': the initial value.*does not fit in int32"):
+            jd.Variable(BIG, name="ids")
+        v, warned = quiet(jd.Variable, np.array([1, 2], np.int64), name="small")
+    assert v.numpy().tolist() == [1, 2] and len(warned) == 1
+    with jax.enable_x64(True):
+        with s2.scope():
+            assert jd.Variable(BIG).numpy().tolist() == BIG.tolist()
