@@ -23,6 +23,8 @@ from .workloads import rows_of
 VECTORIZED = "jaxfeed (vectorized)"  # the same pipeline with its map declared vectorized=True
 READ_STAGE = "jaxfeed read stage: interleave(4) -> batch(256), CRC on"  # P3 without the parse
 FORMATS = "FORMATS"  # --only key of the reader section (bench/formats.py)
+IMAGES = "IMAGES"  # --only key of the image decode+augment section (bench/images.py)
+IMAGES_SIZES = {"full": (300, 3), "quick": (100, 2), "tiny": (10, 1)}  # images, repetitions (best of)
 # bench/formats.run() sizes per scale: TFRecord MiB, Parquet rows, repetitions (best of)
 FORMATS_SIZES = {"full": (128, 2_000_000, 3), "quick": (32, 500_000, 2), "tiny": (2, 20_000, 1)}
 SWEEP = (1, 2, 4)  # hand-picked num_parallel_calls settings for the AUTOTUNE check
@@ -33,8 +35,9 @@ def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m jaxfeed.bench", description=__doc__.split("\n\n")[1])
     p.add_argument("--quick", action="store_true", help="smaller data and fewer repetitions (1-2 minutes)")
     p.add_argument("--scale", choices=sorted(workloads.SIZES), help="data sizes (default: full, quick with --quick)")
-    p.add_argument("--only", default=",".join(suite.ORDER + [FORMATS.lower()]),
-                   help="pipelines to run, e.g. P1,P3; 'formats': the reader section (default: all)")
+    p.add_argument("--only", default=",".join(suite.ORDER + [FORMATS.lower(), IMAGES.lower()]),
+                   help="pipelines to run, e.g. P1,P3; 'formats': the reader section; 'images': jaxfeed.ops "
+                        "against tf.image (default: all)")
     p.add_argument("--repeats", type=int, help="timed repetitions after one warm-up (default 5, 3 with --quick)")
     p.add_argument("--autotune-repeats", type=int,
                    help="repetitions of jaxfeed's contenders in the pipelines with an AUTOTUNE check (P3-P5), "
@@ -56,9 +59,10 @@ def parse_args(argv):
     args.autotune_repeats = max(args.repeats, args.autotune_repeats or (5 if args.quick else 9))
     args.max_seconds = args.max_seconds or (1.0 if args.quick else 2.0)
     args.only = [k.strip().upper() for k in args.only.split(",") if k.strip()]
-    unknown = [k for k in args.only if k not in suite.ORDER and k != FORMATS]
+    unknown = [k for k in args.only if k not in suite.ORDER and k not in (FORMATS, IMAGES)]
     if unknown:
-        p.error(f"--only: unknown pipeline(s) {unknown}; choose from {suite.ORDER + [FORMATS.lower()]}")
+        p.error(f"--only: unknown pipeline(s) {unknown}; choose from "
+                f"{suite.ORDER + [FORMATS.lower(), IMAGES.lower()]}")
     return args
 
 
@@ -88,6 +92,9 @@ def plan(args, d, peers, results):
     for key in args.only:
         if key == FORMATS:
             tasks.append(("formats: TFRecord and Parquet readers", lambda: _formats(args, results)))
+            continue
+        if key == IMAGES:
+            tasks.append(("images: jaxfeed.ops vs tf.image", lambda: _images(args, peers, results)))
             continue
         if key == "P7":
             results["pipelines"]["P7"] = {
@@ -199,6 +206,20 @@ def _formats(args, results):
     figures["sizes"] = {"tfrecord_mb": mb, "parquet_rows": rows, "repeats": repeats}
     figures["seconds"] = round(time.perf_counter() - t0, 1)
     results["formats"] = figures
+
+
+def _images(args, peers, results):
+    """The image section: ``bench/images.run`` (jaxfeed.ops here, tf.image in the peer Python)."""
+    from . import images
+
+    count, repeats = IMAGES_SIZES[args.scale]
+    try:
+        figures = images.run(count, repeats, args.peer_python if "tfdata" in peers else None)
+        figures["status"] = "ok"
+    except Exception as e:  # noqa: BLE001 - reported; the rest of the run stands
+        missing = runner.missing_part(e)
+        figures = {"status": "skipped" if missing else "error", "reason": missing or runner.describe_error(e)}
+    results["images"] = figures
 
 
 def _p7(args, d, results):

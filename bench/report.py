@@ -269,6 +269,7 @@ def table(results) -> str:
                 row += f" {r['mb_per_s']:>8.0f}"
             lines.append(row)
     lines.extend(formats_table(results.get("formats")))
+    lines.extend(images_table(results.get("images")))
     lines.append("")
     lines.append("Targets (ratios of figures measured in this run): jaxfeed judged on its best form, "
                  "the other form in brackets")
@@ -277,6 +278,26 @@ def table(results) -> str:
         lines.append(f"    {t['pipeline']:<3} {t['target']:<52} {value:>7} {t['op']} {t['threshold']:<5} "
                      f"{t['status']:<5} {t.get('detail', '')}"[:320])
     return "\n".join(lines)
+
+
+def images_table(f) -> list:
+    """The image section (``bench/images.run``): decode + Inception crop + resize + flip, CPU seconds, one core."""
+    if not f:
+        return []
+    lines = ["", "Images  decode 256x256 JPEG + sample_distorted_bounding_box + crop + resize 224 + flip "
+             "(CPU seconds, one core)"]
+    if f.get("status") not in (None, "ok"):
+        return lines + [f"    {f.get('status')}: {f.get('reason', '')}"[:220]]
+    lines.append(f"    {'jaxfeed.ops (Pillow + numpy)':<50} {_si(f['jaxfeed_images_per_s']):>10} images/s")
+    tf = f.get("tensorflow")
+    if tf is None:
+        lines.append("    tf.image: not run (no tensorflow peer)")
+    elif tf.get("status") != "ok":
+        lines.append(f"    tf.image: {tf.get('status')}: {tf.get('reason', '')}"[:220])
+    else:
+        lines.append(f"    {'tf.image ' + tf.get('tensorflow', ''):<50} {_si(f['tf_images_per_s']):>10} images/s")
+        lines.append(f"    {'jaxfeed.ops / tf.image':<50} {_ratio(f['jaxfeed_vs_tf']):>10}")
+    return lines
 
 
 def formats_table(f) -> list:

@@ -66,9 +66,27 @@ def resize(images, size, method="bilinear", preserve_aspect_ratio=False, antiali
         return np.take(np.take(arr, rows, axis=h_axis), cols, axis=w_axis)
     weights = {"bilinear": _antialiased_weights if antialias else _bilinear_weights, "area": _area_weights}[method]
     x = arr.astype(np.float32, copy=False)
-    x = np.moveaxis(np.tensordot(weights(in_h, target_h), x, axes=([1], [h_axis])), 0, h_axis)
-    x = np.moveaxis(np.tensordot(weights(in_w, target_w), x, axes=([1], [w_axis])), 0, w_axis)
+    x = _resample(x, weights(in_h, target_h), h_axis)
+    x = _resample(x, weights(in_w, target_w), w_axis)
     return np.ascontiguousarray(x, dtype=np.float32)
+
+
+def _resample(x, w, axis):
+    """``w @ x`` along ``axis`` for a banded ``w`` (each output row reads a few neighbouring inputs): one
+    gather and multiply-add per tap, O(output x taps) instead of a dense product."""
+    nonzero = w != 0
+    first = np.where(nonzero.any(axis=1), nonzero.argmax(axis=1), 0)
+    last = w.shape[1] - 1 - np.where(nonzero.any(axis=1), nonzero[:, ::-1].argmax(axis=1), w.shape[1] - 1)
+    taps = max(int((last - first).max()) + 1, 1)  # the widest band, zeros inside it included
+    shape = [1] * x.ndim
+    shape[axis] = w.shape[0]
+    out = None
+    for t in range(taps):
+        idx = np.minimum(first + t, w.shape[1] - 1)
+        wt = np.where(first + t < w.shape[1], w[np.arange(w.shape[0]), idx], 0).astype(np.float32)
+        term = np.take(x, idx, axis=axis) * wt.reshape(shape)
+        out = term if out is None else out + term
+    return out
 
 
 def _nearest_indices(in_size, out_size):

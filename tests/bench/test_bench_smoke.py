@@ -304,3 +304,14 @@ def test_formats_section_runs_with_only_formats(tmp_path):
     if f["status"] == "ok":
         assert f["tfrecord"]["next_many_records_per_s"] > 0 and f["parquet"]["read_table_rows_per_s"] > 0
         assert "TFRecordDataset next_many" in proc.stdout and "pyarrow.parquet.read_table" in proc.stdout
+
+
+def test_the_image_section_measures_jaxfeed_ops_and_reports_tf_as_skipped_without_it():
+    from jaxfeed.bench import images, report
+
+    figures = images.run(images=3, repeats=1, peer_python=None)
+    assert figures["jaxfeed_images_per_s"] > 0 and "tensorflow" not in figures
+    text = "\n".join(report.images_table({**figures, "status": "ok"}))
+    assert "jaxfeed.ops" in text and "not run" in text
+    out = images.jaxfeed_transform(images.make_jpegs(1)[0], (0, 0))
+    assert out.shape == (images.OUT, images.OUT, 3) and out.dtype == np.float32 and 0 <= out.min() <= out.max() <= 1
