@@ -307,6 +307,8 @@ def test_formats_section_runs_with_only_formats(tmp_path):
 
 
 def test_the_image_section_measures_jaxfeed_ops_and_reports_tf_as_skipped_without_it():
+    import numpy as np
+
     from jaxfeed.bench import images, report
 
     figures = images.run(images=3, repeats=1, peer_python=None)
