@@ -39,7 +39,8 @@ def _map_block(fn, elements, stacked, unpack, label, position, extra, vectorized
         try:
             if stacked is None:
                 stacked = structure.stack(elements, what=what)
-            out = fn(*stacked) if (unpack and type(stacked) is tuple) else fn(stacked)
+            batch_fn = getattr(fn, "on_batch", fn)  # a declared output_signature checks a batch as one
+            out = batch_fn(*stacked) if (unpack and type(stacked) is tuple) else batch_fn(stacked)
             return structure.normalize(out, f"result of {label}"), None, time.perf_counter() - t0
         except Exception:  # noqa: BLE001 - find the failing element the way the plain graph would
             pass

@@ -26,7 +26,7 @@ class Map(Node):
         if output_signature is not None:
             check_signature_structure(output_signature, "map")
             # the iterators (threads, processes, the fused map+batch) run map_func: checking there covers all
-            map_func = Conform(map_func, output_signature, f"map({_name(map_func)})", vectorized=bool(vectorized))
+            map_func = Conform(map_func, output_signature, f"map({_name(map_func)})")
         self.map_func = map_func
         self.num_parallel_calls = check_parallelism(num_parallel_calls, "map")
         warn_deterministic_without_parallelism(deterministic, num_parallel_calls, "map")

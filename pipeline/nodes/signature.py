@@ -176,20 +176,19 @@ def conform_batch(value, signature, where: str):
 
 # ------------------------------------------------------------------------------------- function wrappers
 class Conform:
-    """``map_func`` checked against a declared signature (picklable, for process workers)."""
+    """``map_func`` checked against a declared signature (picklable, for process workers). ``on_batch`` is
+    the call a fused ``vectorized`` map makes on a whole batch (``iterators/map_batch.py``); when that check
+    fails, the stage re-runs the batch element by element, so the error names the element."""
 
-    def __init__(self, fn, signature, where: str, vectorized: bool = False):
-        self.fn, self.signature, self.where, self.vectorized = fn, signature, where, vectorized
+    def __init__(self, fn, signature, where: str):
+        self.fn, self.signature, self.where = fn, signature, where
         self.__qualname__ = self.__name__ = getattr(fn, "__qualname__", type(fn).__name__)
 
     def __call__(self, *args):
-        out = self.fn(*args)
-        if self.vectorized:
-            try:
-                return conform(out, self.signature, self.where)
-            except SignatureMismatch:  # a vectorized map may have been given a whole batch
-                return conform_batch(out, self.signature, self.where)
-        return conform(out, self.signature, self.where)
+        return conform(self.fn(*args), self.signature, self.where)
+
+    def on_batch(self, *args):
+        return conform_batch(self.fn(*args), self.signature, self.where)
 
 
 class ConformScan(Conform):

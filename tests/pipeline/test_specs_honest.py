@@ -140,12 +140,27 @@ def test_the_check_survives_map_fusion_and_map_batch_fusion():
 
 def test_a_vectorized_map_is_checked_per_batch():
     sig = TensorSpec((2,), np.int64)
-    ok = Dataset.range(4).map(lambda x: np.stack([x, x], axis=-1), vectorized=True, output_signature=sig).batch(2)
+    calls = []
+
+    def pair(x):
+        calls.append(np.shape(x))
+        return np.stack([x, x], axis=-1)
+
+    ok = Dataset.range(4).map(pair, vectorized=True, output_signature=sig).batch(2)
     assert [b.tolist() for b in ok] == [[[0, 0], [1, 1]], [[2, 2], [3, 3]]]
+    assert calls == [(2,), (2,)]  # still one call per batch
     bad = Dataset.range(4).map(lambda x: np.stack([x, x, x], axis=-1), vectorized=True,
                                output_signature=sig).batch(2)
     with pytest.raises(errors.InvalidArgumentError, match="output_signature"):
         list(bad)
+
+
+def test_a_vectorized_map_called_per_element_gets_the_element_check():
+    sig = TensorSpec((2,), np.int64)
+    # one row more than declared: a batch's shape, but this map runs per element (no batch after it)
+    rows = Dataset.range(3).map(lambda x: np.stack([[x, x]] * 3), vectorized=True, output_signature=sig)
+    with pytest.raises(errors.InvalidArgumentError, match=r"shape \(3, 2\)"):
+        list(rows)
 
 
 def test_python_values_take_the_declared_dtype_numpy_values_must_have_it():
