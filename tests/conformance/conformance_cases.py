@@ -10,8 +10,8 @@ The adapter offers:
   ``t.CsvDataset``, ``t.AUTOTUNE``, ``t.INFINITE``, ``t.UNKNOWN``;
 - ``t.spec(shape, dtype)`` a TensorSpec, ``t.dtype(name)`` a dtype ("int64", "string", ...);
 - ``t.ops``: the few array operations user functions need (``fill``, ``zeros``, ``cast``, ``shape0``,
-  ``size``, ``arange``, ``reduce_sum``, ``stack``, ``py_raise``), TensorFlow ops on one side and numpy on
-  the other, so function bodies stay neutral;
+  ``size``, ``size_bytes``, ``arange``, ``reduce_sum``, ``stack``, ``py_raise``), TensorFlow ops on one
+  side and numpy on the other, so function bodies stay neutral;
 - ``t.files``: paths of the small input files ``make_files`` wrote (same bytes on both sides).
 
 Only numpy and the standard library are imported here: the recorder runs with a Python that has
@@ -132,6 +132,12 @@ def make_files(directory: str) -> dict:
     put("quoted.csv", b'1,"a,b"\n2,"c""d"\n')
     put("tabs.csv", b"1\tq\n2\tr\n")
     put("badint.csv", b"1\nx\n3\n")
+    put("na.csv", b"1,NA\nNA,2.5\n")
+    put("plainquotes.csv", b'a,"b\nc",d\n')
+    put("plain.csv.gz", gzip.compress(b"1,2.5,abc\n3,4.5,de\n", mtime=0))
+    put("unicode.txt", "żółw\n日本\n".encode())
+    put("lines.txt.zz", zlib.compress(b"z0\nz1\n"))
+    put("sizes.tfrecord", tfrecord_bytes([b"", b"x" * 70000, b"", b"yz"]))
     return files
 
 
@@ -2580,3 +2586,193 @@ def reduce_state_dtype_change(t, np):
 @case("errors")
 def get_single_element_empty(t, np):
     return t.Dataset.from_tensors(t.Dataset.range(0).get_single_element())
+
+
+# ============================================================================ conversions and structures
+@case("errors")
+def from_tensors_int_beyond_int64(t, np):
+    return t.Dataset.from_tensors(2**64)
+
+
+@case("errors")
+def slices_list_beyond_int64(t, np):
+    return t.Dataset.from_tensor_slices([1, -(2**63) - 1])
+
+
+@case("sources")
+def slices_list_of_tuples_is_tensor(t, np):
+    return t.Dataset.from_tensor_slices([(1, 2), (3, 4)])
+
+
+@case("sources")
+def from_tensors_tuple_with_list(t, np):
+    return t.Dataset.from_tensors(([1, 2], 3))
+
+
+@case("sources")
+def from_tensors_list_of_np_float32(t, np):
+    return t.Dataset.from_tensors([np.float32(0.5), np.float32(1.5)])
+
+
+@case("sources")
+def from_tensors_list_of_np_bool(t, np):
+    return t.Dataset.from_tensors([np.bool_(True), np.bool_(False)])
+
+
+@case("sources")
+def from_tensors_list_of_bools(t, np):
+    return t.Dataset.from_tensors([True, False])
+
+
+@case("sources")
+def from_tensors_int64_min(t, np):
+    return t.Dataset.from_tensors(-(2**63))
+
+
+@case("sources")
+def from_tensors_unicode_str(t, np):
+    return t.Dataset.from_tensors("żółw")
+
+
+@case("sources")
+def slices_unicode_strs(t, np):
+    return t.Dataset.from_tensor_slices(["é", "日本"]).batch(2)
+
+
+@case("structures")
+def dict_tuple_values(t, np):
+    return t.Dataset.from_tensor_slices({"b": ([1, 2], [3, 4]), "a": [5, 6]}).batch(2)
+
+
+@case("structures")
+def scan_namedtuple_state(t, np):
+    return t.Dataset.range(3).scan(Point(np.int64(0), np.int64(1)), lambda s, x: (Point(s.x + x, s.y * 2), s.y))
+
+
+@case("structures")
+def padded_batch_namedtuple(t, np):
+    ds = t.Dataset.range(1, 3).map(lambda x: Point(t.ops.fill([x], x), x))
+    return ds.padded_batch(2)
+
+
+@case("structures")
+def map_returns_tuple_with_dataset(t, np):
+    return t.Dataset.range(1, 3).map(lambda x: (x, t.Dataset.range(x))).flat_map(lambda x, d: d.map(lambda y: y + x))
+
+
+@case("errors")
+def batch_of_datasets(t, np):
+    return t.Dataset.range(1, 3).map(lambda x: t.Dataset.range(x)).batch(2)
+
+
+# ============================================================================ more transformation edges
+@case("bucket")
+def bucket_no_padding(t, np):
+    return t.Dataset.range(6).bucket_by_sequence_length(lambda x: t.ops.cast(x % 3, "int32"), [1, 2], [2, 2, 2],
+                                                        no_padding=True)
+
+
+@case("bucket")
+def bucket_padded_shapes(t, np):
+    return _sequences(t).bucket_by_sequence_length(lambda x: t.ops.shape0(x), [4], [2, 2], padded_shapes=[7])
+
+
+@case("bucket")
+def bucket_dict_elements(t, np):
+    ds = _sequences(t).map(lambda v: {"v": v, "n": t.ops.shape0(v)})
+    return ds.bucket_by_sequence_length(lambda d: d["n"], [3], [2, 2])
+
+
+@case("group_by_window")
+def group_by_window_dict_reduce(t, np):
+    ds = t.Dataset.range(8).map(lambda x: {"x": x, "sq": x * x})
+    return ds.group_by_window(lambda d: d["x"] % 2, lambda k, w: w.batch(2), window_size=2)
+
+
+@case("interleave")
+def interleave_block_longer_than_inner(t, np):
+    return t.Dataset.range(1, 4).interleave(_repeat_self(t), cycle_length=2, block_length=5)
+
+
+@case("take_while")
+def take_while_dict(t, np):
+    return t.Dataset.from_tensor_slices({"b": [1, 2, 3], "a": [0, 0, 9]}).take_while(lambda d: d["a"] < 5)
+
+
+@case("generator")
+def generator_partial_shape_batch(t, np):
+    def gen():
+        for n in (2, 2, 2):
+            yield np.zeros((n, 3), np.float32)
+
+    return t.Dataset.from_generator(gen, output_signature=t.spec((None, 3), "float32")).batch(2)
+
+
+@case("generator")
+def generator_scalar_python_float(t, np):
+    return t.Dataset.from_generator(lambda: iter([0.5, 1.0]), output_signature=t.spec((), "float32"))
+
+
+@case("files")
+def text_unicode_lines(t, np):
+    return t.TextLineDataset(t.files["unicode.txt"])
+
+
+@case("files")
+def text_zlib(t, np):
+    return t.TextLineDataset(t.files["lines.txt.zz"], compression_type="ZLIB")
+
+
+@case("files")
+def tfrecord_empty_and_big_records(t, np):
+    return t.TFRecordDataset(t.files["sizes.tfrecord"]).map(lambda r: t.ops.size_bytes(r))
+
+
+@case("files")
+def tfrecord_compression_empty_string(t, np):
+    return t.TFRecordDataset(t.files["c.tfrecord"], compression_type="")
+
+
+@case("files")
+def csv_exclude_cols(t, np):
+    return t.CsvDataset(t.files["plain.csv"], [0, ""], exclude_cols=[1])
+
+
+@case("files")
+def csv_na_value(t, np):
+    return t.CsvDataset(t.files["na.csv"], [-1, 0.5], na_value="NA")
+
+
+@case("files")
+def csv_header_select(t, np):
+    return t.CsvDataset(t.files["header.csv"], [0.0, ""], header=True, select_cols=[1, 2])
+
+
+@case("files")
+def csv_no_quote_delim(t, np):
+    return t.CsvDataset(t.files["plainquotes.csv"], ["", ""], use_quote_delim=False)
+
+
+@case("files")
+def csv_gzip(t, np):
+    return t.CsvDataset(t.files["plain.csv.gz"], [0, 0.0, ""], compression_type="GZIP")
+
+
+@case("errors")
+def csv_too_few_columns(t, np):
+    return t.CsvDataset(t.files["plain.csv"], [0, 0.0])
+
+
+@case("errors")
+def csv_missing_file(t, np):
+    return t.CsvDataset(t.files["plain.csv"] + ".absent", [0])
+
+
+@case("checkpoint", checkpoint=[1, 2])
+def ckpt_fixed_length(t, np):
+    return t.FixedLengthRecordDataset(t.files["fixed.bin"], record_bytes=4)
+
+
+@case("checkpoint", checkpoint=[2])
+def ckpt_scan_namedtuple(t, np):
+    return t.Dataset.range(5).scan(Point(np.int64(0), np.int64(1)), lambda s, x: (Point(s.x + x, s.y), s.x))

@@ -51,6 +51,12 @@ DELIBERATE = {
               "ends it (5 elements)",
         "jaxfeed": "UNKNOWN (-2); the same 5 elements",
         "expect": {"cardinality": -2}},
+    "batch_of_datasets": {
+        "aspects": ["elements", "spec"], "source": "docs/deliberate-differences.md",
+        "tf": "batch() stacks dataset-valued elements into a batch of variant tensors",
+        "jaxfeed": "TypeError naming the component (batch refuses dataset-valued components; use "
+                   "flat_map/interleave)",
+        "expect": {"raises": "TypeError", "when": "first_use"}},
     "rebatch_zero": {
         "aspects": ["elements", "spec", "cardinality"], "source": "README",
         "tf": "rebatch(0) yields empty batches forever",

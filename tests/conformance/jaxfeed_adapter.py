@@ -44,6 +44,10 @@ class NumpyOps:
         return np.int32(np.size(x))
 
     @staticmethod
+    def size_bytes(s):
+        return np.int32(len(s))
+
+    @staticmethod
     def arange(n):
         return np.arange(n)
 

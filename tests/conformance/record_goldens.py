@@ -59,6 +59,11 @@ class TFOps:
         return tf.size(x)
 
     @staticmethod
+    def size_bytes(s):
+        """The length in bytes of a string scalar (int32)."""
+        return tf.strings.length(s)
+
+    @staticmethod
     def arange(n):
         return tf.range(n)
 
