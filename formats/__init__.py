@@ -10,7 +10,7 @@ Every path is an fsspec URL (local, ``file://``, ``memory://``, ``http://``, or 
 from .arrow import ArrowDataset, FeatherDataset, ParquetDataset
 from .csv import CsvDataset
 from .example import (Example, Feature, FixedLenFeature, FixedLenSequenceFeature, SequenceExample, VarLenFeature,
-                      VarLenValue, feature, make_example, make_sequence_example, parse_example,
+                      VarLenValue, feature, make_example, make_sequence_example, parse_example, parsed_signature,
                       parse_sequence_example, parse_single_example, parse_single_sequence_example)
 from .fs import glob
 from .text import TextLineDataset
@@ -21,5 +21,6 @@ __all__ = [
     "ArrowDataset", "FeatherDataset", "ParquetDataset", "CsvDataset", "TextLineDataset", "TFRecordDataset",
     "TFRecordOptions", "TFRecordWriter", "Example", "SequenceExample", "Feature", "FixedLenFeature",
     "FixedLenSequenceFeature", "VarLenFeature", "VarLenValue", "feature", "make_example", "make_sequence_example",
-    "parse_example", "parse_sequence_example", "parse_single_example", "parse_single_sequence_example", "glob",
+    "parse_example", "parsed_signature", "parse_sequence_example", "parse_single_example",
+    "parse_single_sequence_example", "glob",
 ]

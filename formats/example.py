@@ -105,6 +105,29 @@ class VarLenValue(NamedTuple("VarLenValue", [("values", np.ndarray), ("row_split
 
 
 # ---------------------------------------------------------------------------------------------- builders
+def parsed_signature(features: dict, batched: bool = False) -> dict:
+    """The TensorSpecs of what ``parse_single_example`` (or, ``batched``, ``parse_example``) returns for
+    ``features``: pass it as ``map(..., output_signature=...)`` to keep the static shapes tf.data's traced
+    parse functions have (a map's spec is otherwise taken from one record, with every dimension unknown).
+    FixedLen shapes are static; VarLen values (and FixedLenSequence rows) have an unknown length."""
+    from jaxfeed.pipeline.structure import STRING, TensorSpec
+
+    lead = (None,) if batched else ()
+    out = {}
+    for name, spec in features.items():
+        dtype = STRING if spec.dtype == object else spec.dtype
+        if isinstance(spec, FixedLenFeature):
+            out[name] = TensorSpec(lead + spec.shape, dtype)
+        elif isinstance(spec, VarLenFeature):
+            values = TensorSpec((None,), dtype)
+            out[name] = VarLenValue(values, TensorSpec((None,), np.int64)) if batched else values
+        elif isinstance(spec, FixedLenSequenceFeature):
+            out[name] = TensorSpec(lead + (None,) + spec.shape, dtype)
+        else:
+            raise TypeError(f"parsed_signature: unsupported feature spec for '{name}': {spec!r}")
+    return out
+
+
 def feature(values) -> Feature:
     """A ``Feature`` from a value or list: bytes/str -> bytes_list, floats -> float_list, ints -> int64_list."""
     items = values if isinstance(values, (list, tuple, np.ndarray)) else [values]

@@ -111,7 +111,8 @@ def _conform(value, spec, path, where):
             raise _mismatch(where, path, f"expected a Dataset, got {type(value).__name__}")
         from ..dataset import Dataset
 
-        return Dataset(SignatureCheck(node, spec.element_spec, f"{where}, the dataset{(' at ' + path) if path else ''}"))
+        at = f" at {path}" if path else ""
+        return Dataset(SignatureCheck(node, spec.element_spec, f"{where}, the dataset{at}"))
     return _conform_leaf(value, spec, path, where)
 
 

@@ -10,7 +10,8 @@ element is checked against it (InvalidArgumentError naming the transformation an
 import numpy as np
 import pytest
 
-from jaxfeed.formats.example import VarLenFeature, make_example, parse_single_example
+from jaxfeed.formats.example import (FixedLenFeature, VarLenFeature, VarLenValue, make_example, parse_example,
+                                     parse_single_example, parsed_signature)
 from jaxfeed.pipeline import DatasetSpec, Dataset, TensorSpec, errors
 from jaxfeed.pipeline.structure import flatten, shape_compatible
 from jaxfeed.pipeline.testing import assert_resumes_everywhere
@@ -78,6 +79,23 @@ def test_a_varlen_decoder_output_has_an_unknown_length():
         lambda r: parse_single_example(r, {"ids": VarLenFeature(np.int64)})["ids"])
     assert ds.element_spec == TensorSpec((None,), np.int64)  # was (0,)
     assert [len(x) for x in ds] == [0, 2, 5]
+
+
+def test_a_decoder_declares_its_static_shapes_with_parsed_signature():
+    features = {"ids": VarLenFeature(np.int64), "xy": FixedLenFeature([2], np.float32),
+                "name": FixedLenFeature([], "string")}
+    records = [make_example({"ids": list(range(n)), "xy": [n + 0.5, -n - 0.5], "name": [b"r%d" % n]})
+               .SerializeToString() for n in (0, 2, 5)]
+    single = Dataset.from_tensor_slices(records).map(lambda r: parse_single_example(r, features),
+                                                     output_signature=parsed_signature(features))
+    assert single.element_spec == {"ids": TensorSpec((None,), np.int64), "xy": TensorSpec((2,), np.float32),
+                                   "name": TensorSpec((), object)}
+    assert [len(e["ids"]) for e in single] == [0, 2, 5]
+    batched = Dataset.from_tensor_slices(records).batch(2).map(
+        lambda r: parse_example(r, features), output_signature=parsed_signature(features, batched=True))
+    assert batched.element_spec["xy"] == TensorSpec((None, 2), np.float32)
+    assert isinstance(batched.element_spec["ids"], VarLenValue)
+    assert [e["ids"].row_splits.tolist() for e in batched] == [[0, 0, 2], [0, 5]]
 
 
 def test_consumers_of_the_spec_work_with_unknown_dimensions():
