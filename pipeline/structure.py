@@ -154,16 +154,27 @@ for _t in (np.ndarray, bytes, str, int, float, bool, list, type(None), np.int32,
     _kinds[_t] = _LEAF
 _kinds[tuple], _kinds[dict] = _TUPLE, _DICT
 
-_sorted_keys_memo: dict = {}  # keys in insertion order -> (keys sorted, already sorted?)
+_key_orders: dict = {}  # a mapping's keys in insertion order -> its _KeyOrder tuple
 _MEMO_LIMIT = 4096
 
 
-def _sorted_keys(mapping) -> tuple:
-    """``(sorted keys, whether the mapping's own order is already sorted)``, memoised per key tuple: the
-    elements of a pipeline share a few key sets, and a memo hit costs less than ``sorted``."""
+def _tuple_getter(items) -> Callable:
+    """``operator.itemgetter`` that always returns a tuple (also for one item or none)."""
+    if len(items) == 1:
+        only = items[0]
+        return lambda m: (m[only],)
+    if not items:
+        return lambda m: ()
+    return operator.itemgetter(*items)
+
+
+def _key_order(mapping) -> tuple:
+    """``(sorted keys, already sorted?, mapping -> values by sorted key, insertion-order keys,
+    values by sorted key -> values in insertion order)``, memoised per key tuple: a pipeline's elements
+    share a few key sets, and C getters cost less than sorting and indexing per element."""
     keys = tuple(mapping)
     try:
-        hit = _sorted_keys_memo.get(keys)
+        hit = _key_orders.get(keys)
     except TypeError:  # unhashable keys cannot be a dict's, but a Mapping's iteration could yield anything
         hit = None
     if hit is None:
@@ -171,19 +182,25 @@ def _sorted_keys(mapping) -> tuple:
             ordered = tuple(sorted(keys))
         except TypeError:
             raise TypeError(f"nest only supports dicts with sortable keys; got keys {list(keys)!r:.200}") from None
-        hit = (ordered, ordered == keys)
-        if len(_sorted_keys_memo) >= _MEMO_LIMIT:  # many distinct key sets (ids as keys): keep the memo small
-            _sorted_keys_memo.clear()
+        position = {k: i for i, k in enumerate(ordered)}
+        hit = (ordered, ordered == keys, _tuple_getter(ordered), keys,
+               _tuple_getter([position[k] for k in keys]))
+        if len(_key_orders) >= _MEMO_LIMIT:  # many distinct key sets (ids as keys): keep the memo small
+            _key_orders.clear()
         try:
-            _sorted_keys_memo[keys] = hit
+            _key_orders[keys] = hit
         except TypeError:
             pass
     return hit
 
 
+def _sorted_keys(mapping) -> tuple:
+    return _key_order(mapping)[:2]
+
+
 def sorted_keys(mapping) -> tuple:
     """A mapping's keys in the order its values are flattened (sorted, as tf.nest)."""
-    return _sorted_keys(mapping)[0]
+    return _key_order(mapping)[0]
 
 
 def _attrs_names(t) -> tuple:
@@ -209,7 +226,7 @@ def children(structure) -> list:
     if k == _LEAF:
         return []
     if k == _DICT or k == _MAPPING:
-        return [structure[key] for key in _sorted_keys(structure)[0]]
+        return list(_key_order(structure)[2](structure))
     if k == _ATTRS:
         return [getattr(structure, n) for n in _attrs_names(type(structure))]
     return list(structure)
@@ -219,31 +236,37 @@ def flatten(structure) -> list:
     """The leaves in tf.nest's order: tuple positions, mapping values by sorted key, attrs fields."""
     kinds = _kinds
     t = type(structure)
-    if t is tuple:  # the common element: a flat tuple of arrays
-        for x in structure:
+    if t is tuple or t is dict:  # the common elements: a flat tuple or dict of arrays
+        items = structure if t is tuple else _key_order(structure)[2](structure)
+        for x in items:
             if kinds.get(type(x)) != _LEAF:
                 break
         else:
-            return list(structure)
-    elif kinds.get(t) == _LEAF:
+            return list(items)
+        out: list = []
+        _flatten_items(items, out)
+        return out
+    if kinds.get(t) == _LEAF:
         return [structure]
-    out: list = []
+    out = []
     _flatten_into(structure, out)
     return out
 
 
 def _flatten_into(s, out):
-    kinds = _kinds
-    k = kinds.get(type(s)) or _kind(s)
+    k = _kinds.get(type(s)) or _kind(s)
     if k == _LEAF:
         out.append(s)
-        return
-    if k == _DICT or k == _MAPPING:
-        items = [s[key] for key in _sorted_keys(s)[0]]
+    elif k == _DICT or k == _MAPPING:
+        _flatten_items(_key_order(s)[2](s), out)
     elif k == _ATTRS:
-        items = [getattr(s, n) for n in _attrs_names(type(s))]
+        _flatten_items([getattr(s, n) for n in _attrs_names(type(s))], out)
     else:
-        items = s
+        _flatten_items(s, out)
+
+
+def _flatten_items(items, out):
+    kinds = _kinds
     for x in items:  # leaves inline: a call per leaf would double the cost of a flat dict
         if kinds.get(type(x)) == _LEAF:
             out.append(x)
@@ -254,8 +277,26 @@ def _flatten_into(s, out):
 def pack_as(structure, leaves: Sequence):
     """Rebuild ``structure``'s nest with ``leaves`` in ``flatten`` order (a mapping keeps its own key order
     and type). ValueError when the number of leaves differs."""
+    if type(leaves) is not list and type(leaves) is not tuple:
+        leaves = list(leaves)
+    kinds = _kinds
+    t = type(structure)
+    if kinds.get(t) == _LEAF and len(leaves) == 1:
+        return leaves[0]
+    if (t is tuple or t is dict) and len(leaves) == len(structure):  # flat tuples and dicts: no walk
+        order = _key_order(structure) if t is dict else None
+        for x in (structure if order is None else order[2](structure)):
+            if kinds.get(type(x)) != _LEAF:
+                break
+        else:
+            if order is None:
+                return tuple(leaves)
+            return dict(zip(order[0], leaves)) if order[1] else dict(zip(order[3], order[4](leaves)))
     it = iter(leaves)
-    result = _pack(structure, it)
+    try:
+        result = _pack(structure, it)
+    except StopIteration:
+        raise ValueError(f"pack_as: fewer leaves than the structure {describe(structure)} holds.") from None
     if next(it, _END) is not _END:
         raise ValueError(f"pack_as: more leaves than the structure {describe(structure)} holds.")
     return result
@@ -265,20 +306,21 @@ _END = object()
 
 
 def _pack(s, it):
-    k = _kinds.get(type(s)) or _kind(s)
+    kinds = _kinds
+    k = kinds.get(type(s)) or _kind(s)
     if k == _LEAF:
-        x = next(it, _END)
-        if x is _END:
-            raise ValueError("pack_as: fewer leaves than the structure holds.")
-        return x
+        return next(it)
+    # leaves inline (no call per leaf); StopIteration from next() reaches pack_as, which reports it
     if k == _TUPLE:
-        return tuple([_pack(x, it) for x in s])
+        return tuple([next(it) if kinds.get(type(x)) == _LEAF else _pack(x, it) for x in s])
     if k == _DICT or k == _MAPPING:
-        ordered, in_order = _sorted_keys(s)
-        values = {key: _pack(s[key], it) for key in ordered}
-        if k == _DICT:
-            return values if in_order else {key: values[key] for key in s}
-        return rebuild_mapping(s, [(key, values[key]) for key in s])
+        ordered, in_order, by_key, keys, to_insertion = _key_order(s)
+        values = [next(it) if kinds.get(type(x)) == _LEAF else _pack(x, it) for x in by_key(s)]
+        if in_order:
+            items = zip(ordered, values)
+        else:
+            items = zip(keys, to_insertion(values))
+        return dict(items) if k == _DICT else rebuild_mapping(s, list(items))
     if k == _ATTRS:
         return type(s)(*[_pack(getattr(s, n), it) for n in _attrs_names(type(s))])
     items = [_pack(x, it) for x in s]
@@ -394,15 +436,27 @@ def same_structure(a, b) -> bool:
     ka, kb = _kind(a), _kind(b)
     a_map, b_map = ka == _DICT or ka == _MAPPING, kb == _DICT or kb == _MAPPING
     if a_map or b_map:
-        return a_map and b_map and set(a) == set(b) and all(same_structure(a[key], b[key]) for key in a)
-    if ka != kb:
+        if not (a_map and b_map and a.keys() == b.keys()):
+            return False
+        pairs = ((a[key], b[key]) for key in a)
+    elif ka != kb:
         return False
-    if ka == _LEAF:
+    elif ka == _LEAF:
         return True
-    if not _same_type(a, b, ka):
+    elif not _same_type(a, b, ka):
         return False
-    ca, cb = children(a), children(b)
-    return len(ca) == len(cb) and all(same_structure(x, y) for x, y in zip(ca, cb))
+    else:
+        ca, cb = children(a), children(b)
+        if len(ca) != len(cb):
+            return False
+        pairs = zip(ca, cb)
+    kinds = _kinds
+    for x, y in pairs:  # leaf pairs inline: stack() checks every element of a batch
+        if kinds.get(type(x)) == _LEAF and kinds.get(type(y)) == _LEAF:
+            continue
+        if not same_structure(x, y):
+            return False
+    return True
 
 
 def assert_same_structure(a, b, what: str = "structures"):
@@ -552,15 +606,15 @@ def normalize(value, what: str = "element"):
 
 def _normalize(value, what):
     t = type(value)
+    if t in _PLAIN_SCALARS:
+        return value
     if t is np.ndarray:
         return value if value.dtype.kind not in "OSU" else to_array(value, what)
-    if t is bytes:
-        return value
     if t is tuple:
         return tuple([_normalize(x, what) for x in value])
     if t is dict:  # converted key by key: the dict keeps its own order, no sorting needed here
         return {key: _normalize(x, what) for key, x in value.items()}
-    if isinstance(value, np.generic):
+    if isinstance(value, np.generic):  # numpy string scalars (and np.void, np.object_ items)
         return value if value.dtype.kind not in "SU" else to_array(value, what)
     k = _kinds.get(t) or _kind(value)
     if k == _LEAF:
@@ -570,6 +624,11 @@ def _normalize(value, what):
             return value
         return to_array(value, what)
     return _rebuild(value, k, [_normalize(x, what) for x in children(value)])
+
+
+# leaf types whose values are elements as they are (numpy's numeric and bool scalars, bytes): one set lookup
+_PLAIN_SCALARS = frozenset([bytes] + [t for t in set(np.sctypeDict.values())
+                                      if issubclass(t, np.generic) and np.dtype(t).kind in "biufcmM"])
 
 
 def normalize_inner(value, what: str = "element"):
