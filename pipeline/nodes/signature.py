@@ -130,13 +130,21 @@ def _conform_leaf(value, spec, path, where):
     if value is None:
         raise _mismatch(where, path, "got None")
     is_numpy = isinstance(value, (np.ndarray, np.generic)) and value.dtype.kind not in "SU"
-    arr = structure.to_array(value, where)
+    try:
+        arr = structure.to_array(value, where)
+    except (TypeError, ValueError, OverflowError) as e:  # not a tensor value at all (a set, 2**70, ...)
+        raise _mismatch(where, path, f"{type(e).__name__}: {e}") from None
     dtype = structure.STRING if isinstance(arr, bytes) else arr.dtype
     if not structure.dtypes_compatible(spec.dtype, dtype):
         if is_numpy or spec.dtype == structure.STRING or dtype == structure.STRING:
             raise _mismatch(where, path, f"got {structure.dtype_name(dtype)}, the signature declares "
                                          f"{structure.dtype_name(spec.dtype)}")
-        arr = _lossless_cast(np.asarray(arr), spec.dtype, path, where)
+        # a Python number or list: from its own value (not via the int32/float32 default) to the declared dtype
+        try:
+            exact = np.asarray(value)
+        except (OverflowError, ValueError):
+            exact = np.asarray(arr)
+        arr = _lossless_cast(exact if exact.dtype.kind in "biuf" else np.asarray(arr), spec.dtype, path, where)
     shape = np.shape(arr)
     if not structure.shape_compatible(spec.shape, shape):
         raise _mismatch(where, path, f"got shape {shape}, the signature declares {_shape_text(spec.shape)}")
@@ -150,7 +158,7 @@ def _shape_text(shape):
 def _lossless_cast(arr, dtype, path, where):
     """A Python value converted by default (int32, float32, ...) into the declared ``dtype``, if no value
     changes."""
-    if arr.dtype.kind not in "biuf" or dtype.kind not in "biufc" or (dtype.kind == "b" and arr.dtype.kind != "b"):
+    if arr.dtype.kind not in "biuf" or dtype.kind not in "biufc" or ((dtype.kind == "b") != (arr.dtype.kind == "b")):
         raise _mismatch(where, path, f"got {arr.dtype.name}, the signature declares {structure.dtype_name(dtype)}")
     with np.errstate(all="ignore"):
         out = arr.astype(dtype)

@@ -190,6 +190,12 @@ def test_python_values_take_the_declared_dtype_numpy_values_must_have_it():
         list(Dataset.range(2).map(lambda x: np.zeros(2), output_signature=TensorSpec((2,), np.float32)))
     with pytest.raises(errors.InvalidArgumentError, match="without loss"):
         list(Dataset.range(2).map(lambda x: 2**40, output_signature=TensorSpec((), np.int32)))
+    # a Python float goes to float64 from its own value, not through the float32 default
+    assert list(Dataset.range(1).map(lambda x: 0.1, output_signature=TensorSpec((), np.float64))) == [0.1]
+    for bad, sig in [(True, TensorSpec((), np.int64)), (1, TensorSpec((), np.bool_)), (2**70, TensorSpec((), np.int64)),
+                     ({1, 2}, TensorSpec((2,), np.int64))]:
+        with pytest.raises(errors.InvalidArgumentError, match="output_signature"):
+            list(Dataset.range(1).map(lambda x, bad=bad: bad, output_signature=sig))
 
 
 def test_a_declared_structure_must_match():
