@@ -46,6 +46,7 @@ the size of the elements seen. ``Options.autotune.enabled = False`` pins every k
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 
@@ -225,7 +226,12 @@ class Tuner:
         """Give the probe token back (a closed stage must not block its siblings' tuning). A probe cut short
         -- the epoch ended in it -- has no verdict: the knob goes back, and the direction waits twice as long
         before it is tried again, as after a failed probe. Otherwise the next epoch, starting from the same
-        back-off, would begin the same probe at the same point and never finish it."""
+        back-off, would begin the same probe at the same point and never finish it.
+
+        While the interpreter finalizes it does nothing: the token's lock may be held by a thread stopped for
+        good (see ``base.finalizing``), and no later epoch will use what it learned."""
+        if sys.is_finalizing():
+            return
         probe = self._probe
         if probe is not None:
             self._probe = None

@@ -20,6 +20,8 @@ Downstream stages (batch) can then gather a whole batch with one vectorised inde
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from .. import structure
@@ -95,6 +97,15 @@ class Iterator:
         for child in self.children():
             if child is not None:
                 child.close()
+
+
+def finalizing() -> bool:
+    """True while the interpreter finalizes (an iterator freed then: one kept alive by a reference cycle).
+
+    Every thread but the finalizing one is then stopped for good the next time it wants the GIL -- possibly
+    while holding a lock (a pool's, a future's, a buffer's). So ``close`` must then take no lock and wait for
+    no thread: it would wait forever, and those threads will never run again anyway."""
+    return sys.is_finalizing()
 
 
 class BlockIterator(Iterator):

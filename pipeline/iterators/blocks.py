@@ -37,11 +37,14 @@ class Failure:
 def apply_block(fn, block: list, unpack: bool, label: str, first_position: int, extra=None):
     """``[fn(x) for x in block]`` with tf.data's argument unpacking and failures kept in place.
 
-    Returns ``(results, failed)`` where ``failed`` says whether any slot holds a ``Failure``. ``extra``, when
-    given, is a function ``position -> value`` whose result is passed as a last argument (per-element RNGs).
+    Returns ``(results, failed)`` where ``failed`` says whether any slot holds a ``Failure`` -- one the
+    function raised, or a result that is not an element (None, a set, a lock...): both are raised in the
+    consumer, never delivered. ``extra``, when given, is a function ``position -> value`` whose result is
+    passed as a last argument (per-element RNGs).
     """
     out, failed = run_block(fn, block, unpack, label, first_position, extra)
-    return normalize_results(out, label), failed
+    out, bad = normalize_results(out, label, first_position)
+    return out, failed or bad
 
 
 def run_block(fn, block, unpack: bool, label: str, first_position: int, extra=None):
@@ -75,26 +78,35 @@ def run_block(fn, block, unpack: bool, label: str, first_position: int, extra=No
     return out, failed
 
 
-def normalize_results(out: list, label: str) -> list:
-    """Turn function results into elements (lists become tuples, Python scalars numpy values)."""
+def normalize_results(out: list, label: str, first_position: int | None = None) -> tuple[list, bool]:
+    """Turn function results into elements (lists become tuples, Python scalars numpy values).
+
+    Returns ``(elements, bad)``: a result that is not an element becomes a ``Failure`` in its slot (the error
+    names the transformation and the element) and ``bad`` says that one did -- the caller must count it as
+    failed, or the ``Failure`` would be delivered as an element. Blocks of one plain leaf type or of flat
+    tuples of plain leaves (the common cases) are checked by type alone, once per block."""
     if not out:
-        return out
+        return out, False
     t = type(out[0])
     if issubclass(t, _PLAIN_LEAVES) and len(set(map(type, out))) == 1 and (
             all(map(_plain, out)) if t is np.ndarray or issubclass(t, _TEXT_SCALARS) else True):
-        return out
+        return out, False
     if t is tuple and all(type(o) is tuple and all(map(_plain, o)) for o in out):
-        return out  # flat tuples of numpy values (the common multi-output map) are elements already
+        return out, False  # flat tuples of numpy values (the common multi-output map) are elements already
     result = []
-    for o in out:
+    bad = False
+    what = f"result of {label}"
+    for i, o in enumerate(out):
         if type(o) is Failure:
             result.append(o)
             continue
         try:
-            result.append(structure.normalize(o, f"result of {label}"))
-        except Exception as e:  # noqa: BLE001
-            result.append(Failure(in_transformation(e, label)))
-    return result
+            result.append(structure.normalize(o, what))
+        except Exception as e:  # noqa: BLE001 - not an element: raised in the consumer in its place
+            at = None if first_position is None else first_position + i
+            result.append(Failure(in_transformation(e, label, at)))
+            bad = True
+    return result, bad
 
 
 def drop_args(future) -> None:

@@ -2,15 +2,33 @@
 
 Inputs deliver an error met in the middle of a block *after* the elements before it and go on after it
 (``blocks.Delivery``, the base class's deferred error), so skipping means calling the input again.
+
+An error that says the input itself is broken -- not one element -- is not skipped but raised: a process
+map whose worker died raises ``WorkerDiedError`` at every call from then on, and skipping it would call the
+input again forever.
 """
 
 from __future__ import annotations
 
 import logging
 
+from ..errors import WorkerDiedError
 from .base import Iterator
 
 log = logging.getLogger("jaxfeed")
+
+NOT_SKIPPED = (WorkerDiedError,)  # errors of the input as a whole: the iteration ends with them
+
+
+def recoverable(error: BaseException) -> bool:
+    """Whether ``error`` concerns one element (skip it) rather than the input as a whole (raise it); a
+    non-recoverable error wrapped by a stage above (``raise ... from``) is still one."""
+    seen = 0
+    while error is not None and seen < 16:
+        if isinstance(error, NOT_SKIPPED):
+            return False
+        error, seen = error.__cause__, seen + 1
+    return True
 
 
 class IgnoreErrorsIterator(Iterator):
@@ -38,6 +56,8 @@ class IgnoreErrorsIterator(Iterator):
             try:
                 out = self.input.next_many(n)
             except Exception as e:  # noqa: BLE001 - skipping errors is this node's job
+                if not recoverable(e):
+                    raise
                 self._skip(e)
                 continue
             self._position += len(out)
@@ -50,6 +70,8 @@ class IgnoreErrorsIterator(Iterator):
             except StopIteration:
                 raise
             except Exception as e:  # noqa: BLE001
+                if not recoverable(e):
+                    raise
                 self._skip(e)
                 continue
             self._position += 1

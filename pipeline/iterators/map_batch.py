@@ -21,7 +21,7 @@ import numpy as np
 from .. import structure
 from ..options import effective_deterministic
 from . import autotune
-from .base import Iterator, indices_exactly, take_exactly
+from .base import Iterator, finalizing, indices_exactly, take_exactly
 from .batch import stack_fast, stack_leaf_fast
 from .blocks import Failure, drop_args, normalize_results, run_block
 from .map import node_seeds, rng_factory
@@ -45,18 +45,22 @@ def _map_block(fn, elements, stacked, unpack, label, position, extra, vectorized
         except Exception:  # noqa: BLE001 - find the failing element the way the plain graph would
             pass
     results, failed = run_block(fn, elements, unpack, label, position, extra)
-    return _as_batch(results, failed, label, what) + (time.perf_counter() - t0,)
+    return _as_batch(results, failed, label, what, position) + (time.perf_counter() - t0,)
 
 
-def _as_batch(results, failed, label, what):
-    """(batch, None), or (None, mapped results) when an element failed."""
+def _as_batch(results, failed, label, what, position):
+    """(batch, None), or (None, mapped results) when an element failed -- raised, or returned something
+    that is not an element (None, a set...): then the results go through the carry, which raises it."""
     if failed:
-        return None, normalize_results(results, label)
+        return None, normalize_results(results, label, position)[0]
     # Results that are already elements of one leaf type (numpy scalars of one type, arrays of one shape)
     # go straight into the batch: one check of their types instead of normalising, then stacking.
     batch = stack_leaf_fast(results, results[0])
     if batch is None:
-        batch = stack_fast(normalize_results(results, label), what)
+        elements, bad = normalize_results(results, label, position)
+        if bad:
+            return None, elements
+        batch = stack_fast(elements, what)
     return batch, None
 
 
@@ -140,7 +144,7 @@ class MapBatchIterator(Iterator):
                 part, bad = run_block(*args) if fut.cancel() else fut.result()
                 results += part
                 failed |= bad
-        return _as_batch(results, failed, label, self._what) + (time.perf_counter() - t0,)
+        return _as_batch(results, failed, label, self._what, position) + (time.perf_counter() - t0,)
 
     def _next_block(self):
         """The next mapped block of up to ``b`` elements: (batch, None) or (None, results); None at the end."""
@@ -262,7 +266,8 @@ class MapBatchIterator(Iterator):
     def close(self):
         if self._tuner is not None:
             self._tuner.close()
-        self._discard()
+        if not finalizing():  # cancelling takes each future's lock, which a stopped thread may hold
+            self._discard()
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None

@@ -23,6 +23,7 @@ from concurrent import futures
 
 from ..options import effective_deterministic
 from . import autotune
+from .base import finalizing
 from .blocks import Delivery, DeliveringIterator, Failure, apply_block, drop_args
 from .map import node_seeds, rng_factory
 from .pool import TunedPool
@@ -179,7 +180,8 @@ class ParallelMapIterator(DeliveringIterator):
     def close(self):
         if self._tuner is not None:
             self._tuner.close()
-        self._discard_inflight()
+        if not finalizing():  # cancelling takes each future's lock, which a stopped thread may hold
+            self._discard_inflight()
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None

@@ -16,6 +16,8 @@ import collections
 import threading
 from concurrent.futures import Future
 
+from .base import finalizing
+
 
 class TunedPool:
     def __init__(self, threads: int, limit: int, name: str):
@@ -77,9 +79,14 @@ class TunedPool:
                     # all would make the parked ones contend for the GIL at every task)
 
     def shutdown(self) -> None:
-        """Stop the threads after their current task; queued tasks are cancelled. Does not wait."""
+        """Stop the threads after their current task; queued tasks are cancelled. Never waits.
+
+        While the interpreter finalizes it takes no lock at all: a thread stopped for good inside the pool's
+        locked section (see ``base.finalizing``) holds the lock forever, and nothing will run a task again."""
+        self._closed = True  # a thread checks it under the lock before every task
+        if finalizing():
+            return
         with self._cond:
-            self._closed = True
             for future, _, _ in self._queue:
                 future.cancel()
             self._queue.clear()

@@ -18,7 +18,7 @@ import collections
 import threading
 
 from . import autotune
-from .base import Iterator
+from .base import Iterator, finalizing
 from .blocks import Failure
 
 CHUNK = 64
@@ -144,9 +144,9 @@ class PrefetchIterator(Iterator):
         item = local[0]
         if item is _END:
             raise StopIteration
-        local.popleft()
         if type(item) is Failure:
-            raise item.error
+            _raise(local, item)
+        local.popleft()
         return item
 
     def _next_many(self, n):
@@ -161,8 +161,7 @@ class PrefetchIterator(Iterator):
             if type(item) is Failure:
                 if out:
                     break
-                local.popleft()
-                raise item.error
+                _raise(local, item)
             out.append(local.popleft())
         return out
 
@@ -202,6 +201,10 @@ class PrefetchIterator(Iterator):
             t.join(timeout=30)
 
     def close(self):
+        if finalizing():  # take no lock, wait for no thread: they may be held by a thread stopped for good
+            self._stop = True
+            super().close()
+            return
         with self._cond:
             self._stop = True
             self._cond.notify_all()
@@ -212,6 +215,15 @@ class PrefetchIterator(Iterator):
         finally:
             if locked:
                 self._input_lock.release()
+
+
+def _raise(local, failure):
+    """Raise the error of ``failure``, the head of ``local``. An ``Exception`` concerns its element: it is
+    dropped and the next call goes on after it. Anything else (KeyboardInterrupt, SystemExit) stopped the
+    producer: it stays, and every later call raises it again -- there is nothing after it to wait for."""
+    if isinstance(failure.error, Exception):
+        local.popleft()
+    raise failure.error
 
 
 class _NoThread:

@@ -51,6 +51,7 @@ def main(conn, fn_bytes: bytes, label: str) -> None:
             factories = {key: rng_factory(seeds, iteration)}
         t0 = time.perf_counter()
         results, failed = apply_block(fn, block, unpack, label, position, factories[key])
+        elements = results  # as the function made them: what to send one by one if the block cannot cross
         tag = None
         if stack and not failed and results:
             try:
@@ -63,9 +64,32 @@ def main(conn, fn_bytes: bytes, label: str) -> None:
             results = [Failure(_portable(r.error)) if type(r) is Failure else r for r in results]
         else:
             results, used = _to_slab(results, slab_name, slabs)
-        conn.send_bytes(pickle.dumps((task_id, per_element, slab_name, used, tag, results), protocol=5))
+        try:
+            answer = pickle.dumps((task_id, per_element, slab_name, used, tag, results), protocol=5)
+        except Exception:  # noqa: BLE001 - an element that cannot cross (an object array of locks...)
+            results = _picklable(elements, label, position)
+            answer = pickle.dumps((task_id, per_element, slab_name, 0, None, results), protocol=5)
+        conn.send_bytes(answer)
     for slab in slabs.values():
         slab.close()
+
+
+def _picklable(results: list, label: str, position: int) -> list:
+    """``results`` checked one by one, each that cannot be pickled replaced by a ``Failure`` naming the
+    element: the consumer raises it in its place, where an unpicklable answer would kill this worker."""
+    out = []
+    for i, r in enumerate(results):
+        if type(r) is Failure:
+            out.append(Failure(_portable(r.error)))
+            continue
+        try:
+            pickle.dumps(r, protocol=5)
+            out.append(r)
+        except Exception as e:  # noqa: BLE001
+            error = TypeError(f"result of {label} at input element {position + i} cannot be sent from the "
+                              f"worker process: {type(e).__name__}: {e}")
+            out.append(Failure(error))
+    return out
 
 
 def _to_slab(results: list, slab_name, slabs: dict):
