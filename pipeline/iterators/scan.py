@@ -24,7 +24,7 @@ def step(fn, state, element, label: str):
     array, as in tf.data (``scan([0, 1], lambda s, _: ([s[1], s[0] + s[1]], s[0]))`` keeps an int32[2]
     state), while a top-level list pair is a tuple."""
     result = fn(state, element)
-    if type(result) not in (tuple, list) or len(result) != 2:
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
         raise TypeError(f"{label}: `scan_func` must return a pair (new_state, output), got "
                         f"{type(result).__name__}.")
     return (structure.normalize_inner(result[0], f"new state of {label}"),

@@ -411,3 +411,20 @@ def test_a_generator_yielding_str_gives_bytes():
     gen = Dataset.from_generator(lambda: iter(["a", np.str_("b")]), output_signature=S.TensorSpec((), S.STRING))
     got = values(gen)
     assert got == [b"a", b"b"] and all(type(x) is bytes for x in got)
+
+
+def test_concatenating_a_namedtuple_and_a_plain_tuple_is_incompatible_as_in_tf():
+    with pytest.raises(TypeError, match="Incompatible dataset elements"):
+        Dataset.from_tensors(Point(1, 2)).concatenate(Dataset.from_tensors((1, 2)))
+
+
+def test_concatenating_dicts_with_different_keys_is_still_incompatible():
+    with pytest.raises(TypeError, match="Incompatible dataset elements"):
+        Dataset.from_tensors({"a": 1}).concatenate(Dataset.from_tensors({"b": 1}))
+
+
+def test_an_ordered_dict_element_keeps_its_type_and_order_through_map_and_batch():
+    od = collections.OrderedDict([("b", np.int64(1)), ("a", np.float32(2))])
+    got = values(Dataset.from_tensors(od).map(lambda d: d).batch(1))[0]
+    assert type(got) is collections.OrderedDict and list(got) == ["b", "a"]
+    assert got["b"].dtype == np.int64 and got["a"].dtype == np.float32
