@@ -125,6 +125,7 @@ def shape_compatible(spec_shape, shape) -> bool:
 #   fields in ``__attrs_attrs__`` order and are rebuilt by ``cls(*values)``.
 _LEAF, _TUPLE, _NAMEDTUPLE, _TUPLE_SUBCLASS, _DICT, _MAPPING, _ATTRS = range(1, 8)  # 0 is never a kind
 _kinds: dict = {}  # type -> kind: one dict lookup per node of a nest, no isinstance chain (flatten is per element)
+_MEMO_LIMIT = 4096  # entries of _kinds and _key_orders
 
 
 def _classify(t) -> int:
@@ -146,7 +147,9 @@ def _kind(x) -> int:
     t = type(x)
     k = _kinds.get(t)
     if k is None:
-        k = _kinds[t] = _classify(t)
+        k = _classify(t)
+        if len(_kinds) < _MEMO_LIMIT:  # classes made per call (namedtuple factories) must not pile up
+            _kinds[t] = k
     return k
 
 
@@ -154,8 +157,7 @@ for _t in (np.ndarray, bytes, str, int, float, bool, list, type(None), np.int32,
     _kinds[_t] = _LEAF
 _kinds[tuple], _kinds[dict] = _TUPLE, _DICT
 
-_key_orders: dict = {}  # a mapping's keys in insertion order -> its _KeyOrder tuple
-_MEMO_LIMIT = 4096
+_key_orders: dict = {}  # a mapping's keys in insertion order -> its key-order tuple (see _key_order)
 
 
 def _tuple_getter(items) -> Callable:
@@ -291,7 +293,8 @@ def pack_as(structure, leaves: Sequence):
         else:
             if order is None:
                 return tuple(leaves)
-            return dict(zip(order[0], leaves)) if order[1] else dict(zip(order[3], order[4](leaves)))
+            # the instance's own keys (the memo's may be equal keys of another type: 1 and 1.0)
+            return dict(zip(structure, leaves if order[1] else order[4](leaves)))
     it = iter(leaves)
     try:
         result = _pack(structure, it)
@@ -314,12 +317,9 @@ def _pack(s, it):
     if k == _TUPLE:
         return tuple([next(it) if kinds.get(type(x)) == _LEAF else _pack(x, it) for x in s])
     if k == _DICT or k == _MAPPING:
-        ordered, in_order, by_key, keys, to_insertion = _key_order(s)
+        _, in_order, by_key, _, to_insertion = _key_order(s)
         values = [next(it) if kinds.get(type(x)) == _LEAF else _pack(x, it) for x in by_key(s)]
-        if in_order:
-            items = zip(ordered, values)
-        else:
-            items = zip(keys, to_insertion(values))
+        items = zip(s, values if in_order else to_insertion(values))
         return dict(items) if k == _DICT else rebuild_mapping(s, list(items))
     if k == _ATTRS:
         return type(s)(*[_pack(getattr(s, n), it) for n in _attrs_names(type(s))])
