@@ -9,19 +9,24 @@ or while it was reporting an uncaught exception.
 So every iterator that starts a thread registers here, and a hook run by ``threading``'s shutdown (before
 any ``atexit`` handler, JAX's included, and before the interpreter starts finalizing) halts them all:
 the threads are stopped and joined, the steps they had placed on the devices go back to host memory.
+A thread blocked in its input pipeline (a source that never answers) is waited for ``EXIT_WAIT_S`` at most:
+exit never hangs on it.
 From then on ``exiting()`` is true and iterators read steps on the caller's thread (an ``atexit`` handler
 may still iterate or save state).
 """
 
 from __future__ import annotations
 
+import sys
 import threading
+import time
 import weakref
 
 _live: "weakref.WeakSet" = weakref.WeakSet()
 _lock = threading.Lock()
 _registered = False
 _exiting = threading.Event()
+EXIT_WAIT_S = 30.0  # how long exit waits, in all, for prefetch threads to stop
 
 
 class Exiting(RuntimeError):
@@ -47,10 +52,25 @@ def track(iterator) -> None:
 
 
 def _halt_all() -> None:
+    """Stop every live iterator's thread (all at once, then wait for each, EXIT_WAIT_S in all). A thread
+    still running at the deadline is waiting on its input pipeline (a source that blocks): exit goes on
+    without it -- it is not inside JAX, since placing a step takes no time to speak of -- and stderr says so."""
     _exiting.set()
     with _lock:
         iterators = list(_live)
     for it in iterators:
+        stop = getattr(it, "_stop", None)
+        if stop is not None:
+            stop.set()
+    deadline = time.monotonic() + EXIT_WAIT_S
+    for it in iterators:
+        thread = getattr(it, "_thread", None)
+        if thread is not None:
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                print(f"jaxfeed: a distributed iterator's prefetch thread did not stop within {EXIT_WAIT_S:g}s at "
+                      "exit (its input pipeline is still producing a step); exiting without it", file=sys.stderr)
+                continue
         try:
             it._halt()
         except BaseException:  # noqa: BLE001 - exit goes on; one iterator's failure must not keep others running

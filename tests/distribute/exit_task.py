@@ -4,7 +4,8 @@ or a few, and then lets Python exit with the iterator's prefetch thread still ru
     python exit_task.py KIND
 KIND: "from_function" (issue 15's reproduction), "per_replica" (PER_REPLICA input, one pipeline per replica),
 "dataset" (experimental_distribute_dataset), "host" (experimental_fetch_to_device=False), "uncaught" (a
-training loop of ``run`` steps ended by an uncaught exception: exit status 1), "multi_worker" (run under
+training loop of ``run`` steps ended by an uncaught exception: exit status 1), "blocked_source" (the thread
+waits in a source that never answers), "multi_worker" (run under
 TF_CONFIG by the cluster harness: each worker takes a step and exits normally).
 """
 
@@ -27,7 +28,7 @@ def main(kind):
     import numpy as np
 
     from jaxfeed import distribute as jd
-    from jaxfeed.pipeline import Dataset
+    from jaxfeed.pipeline import Dataset, TensorSpec
 
     if kind == "multi_worker":
         strategy = jd.MultiWorkerMirroredStrategy(initialization_timeout=60, step_timeout=60)
@@ -50,6 +51,21 @@ def main(kind):
     elif kind == "host":
         options = jd.InputOptions(experimental_fetch_to_device=False)
         it = iter(strategy.experimental_distribute_dataset(big_rows().repeat().batch(8), options))
+        next(it)
+    elif kind == "blocked_source":  # the thread is waiting in a source that never answers: exit must not hang
+        import time
+
+        from jaxfeed.distribute import lifetime
+
+        lifetime.EXIT_WAIT_S = 2.0
+
+        def rows():
+            yield np.zeros(4, np.float32)
+            time.sleep(3600)
+            yield np.zeros(4, np.float32)
+
+        ds = Dataset.from_generator(rows, output_signature=TensorSpec((4,), np.float32)).batch(1)
+        it = iter(strategy.experimental_distribute_dataset(ds))
         next(it)
     elif kind == "uncaught":
         dist = strategy.distribute_datasets_from_function(
