@@ -276,6 +276,9 @@ class _Analyser:
 
     def function(self, fn, module, depth, self_obj=_UNKNOWN):
         code = fn.__code__
+        # default arguments are made once and shared by every call (``def f(x, it=iter(...))``)
+        for value in list(fn.__defaults__ or ()) + list((fn.__kwdefaults__ or {}).values()):
+            self._check_value(value, "a default argument", _qual(fn))
         freevals = {}
         for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
             try:

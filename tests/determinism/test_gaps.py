@@ -56,6 +56,7 @@ SHARED_FUNCTIONS = {
     "itertools.count": (lambda c: (lambda x: x + next(c)))(itertools.count()),
     "generator held by self": AddFromOwnGenerator(),
     "generator as a partial argument": functools.partial(add_next, source=counter()),
+    "generator as a default argument": (lambda x, source=counter(): x + next(source)),
 }
 
 
