@@ -65,6 +65,10 @@ def _as_batch(results, failed, label, what, position):
 
 
 class MapBatchIterator(Iterator):
+    # The tuner's clock, also timing the consumer's waits it is told about: tests put a fake one here, so
+    # that what the tuner decides never depends on the machine's speed or load.
+    clock = staticmethod(time.perf_counter)
+
     def __init__(self, node, ctx):
         super().__init__(node, ctx)
         self.input = ctx.build(node.inputs[0])
@@ -85,7 +89,7 @@ class MapBatchIterator(Iterator):
         self.workers = (npc if npc and npc > 0 else ctx.cpu_count) if self._parallel else 1
         self._tuner = None
         if (npc or 0) < 0 and autotune.enabled(ctx.options):
-            self._tuner = autotune.tuner_for(node, ctx, 1, self.workers)
+            self._tuner = autotune.tuner_for(node, ctx, 1, self.workers, clock=self.clock)
         self._pool = None
         self._inflight: collections.deque = collections.deque()
         self.work_seconds = 0.0 if self._parallel else None  # worker time, for statistics
@@ -183,11 +187,11 @@ class MapBatchIterator(Iterator):
         else:
             # The consumer's time here -- waiting, or building a batch no worker has started itself -- is
             # time it spent blocked on this stage: the tuner's signal that more parallelism may pay.
-            t0 = time.perf_counter()
+            t0 = self.clock()
             args = fut.args
             batch, results, seconds = self._run(*args) if fut.cancel() else fut.result()
             if self._tuner is not None:
-                self._tuner.waited(time.perf_counter() - t0)
+                self._tuner.waited(self.clock() - t0)
         if self._tuner is not None:
             self._tuner.tick(self._size)
             self._pool.limit = self._tuner.value

@@ -183,6 +183,9 @@ class _Pool:
 
 class ProcessMapIterator(DeliveringIterator):
     stacks_rows = True  # workers stack failure-free blocks (worker.STACKED)
+    # The tuner's clock, also timing the consumer's waits it is told about: tests put a fake one here, so
+    # that what the tuner decides never depends on the machine's speed or load.
+    clock = staticmethod(time.perf_counter)
 
     def __init__(self, node, ctx):
         super().__init__(node, ctx)
@@ -193,7 +196,7 @@ class ProcessMapIterator(DeliveringIterator):
         self.workers = npc if npc and npc > 0 else (ctx.options.execution.num_workers or ctx.cpu_count)
         self._tuner = None  # AUTOTUNE: how many workers get tasks (see the module doc)
         if npc < 0 and not ctx.options.execution.num_workers and autotune.enabled(ctx.options):
-            self._tuner = autotune.tuner_for(node, ctx, self.workers, self.workers)
+            self._tuner = autotune.tuner_for(node, ctx, self.workers, self.workers, clock=self.clock)
         # Workers stack a failure-free block of like elements into one batch: one pickled array per leaf
         # instead of one per element (unpickling small arrays costs ~4 us each).
         self._stack = True
@@ -311,10 +314,10 @@ class ProcessMapIterator(DeliveringIterator):
         self._fill()
         if not self._inflight:
             return False
-        t0 = time.perf_counter()
+        t0 = self.clock()
         task = self._next_task()
         if self._tuner is not None:  # the consumer's wait for results: the signal that more workers may pay
-            self._tuner.waited(time.perf_counter() - t0)
+            self._tuner.waited(self.clock() - t0)
             self._tuner.tick(task.size)
         results, failed, tag = task.result
         if tag == STACKED:  # kept stacked: a batch above takes row slices (next_rows)

@@ -207,23 +207,61 @@ def test_a_failing_probe_is_retried_at_least_every_max_backoff(one_tick_windows)
 
 
 # ------------------------------------------------------------------------------ parallel map
-def test_autotuned_parallel_map_reaches_the_cpu_budget_when_it_is_the_bottleneck():
-    it = iter(Dataset.range(200).map(slow, num_parallel_calls=AUTOTUNE).with_options(budget(cpus=3)))
+class WorkClock:
+    """Fake time that passes only as the mapped function works: each call takes ``cost / parallelism`` of it
+    -- a stage whose throughput scales with its threads (I/O) -- however fast or loaded the machine is. The
+    consumer's waits, timed on this clock too, are the work done while it was blocked."""
+
+    def __init__(self, cost):
+        self.now, self.cost, self.stage = 0.0, cost, None
+        self.lock = threading.Lock()
+
+    def __call__(self):
+        with self.lock:
+            return self.now
+
+    def work(self):
+        with self.lock:
+            self.now += self.cost / self.stage.parallelism
+
+
+@pytest.fixture
+def work_clock(monkeypatch):
+    from jaxfeed.pipeline.iterators.parallel_map import ParallelMapIterator
+
+    clock = WorkClock(cost=0.02)
+    monkeypatch.setattr(ParallelMapIterator, "clock", staticmethod(clock))
+    return clock
+
+
+def scaling_pipeline(clock):
+    def work(x):
+        time.sleep(0.002)  # real time too: keeps blocks at one element (sized from the real time per element)
+        clock.work()
+        return x
+
+    return Dataset.range(200).map(work, num_parallel_calls=AUTOTUNE).with_options(budget(cpus=3))
+
+
+def test_autotuned_parallel_map_reaches_the_cpu_budget_when_it_is_the_bottleneck(work_clock):
+    it = iter(scaling_pipeline(work_clock))
+    work_clock.stage = root_iterator(it)
     assert [int(x) for x in it] == list(range(200))
+    it.close()  # a probe (down) cut short by the end goes back: the value is the last verdict
     assert root_iterator(it).parallelism == 3
 
 
-def test_the_next_epoch_of_a_dataset_starts_at_the_tuned_parallelism():
-    make = lambda: Dataset.range(200).map(slow, num_parallel_calls=AUTOTUNE).with_options(budget(cpus=3))
-    ds = make()
+def test_the_next_epoch_of_a_dataset_starts_at_the_tuned_parallelism(work_clock):
+    ds = scaling_pipeline(work_clock)
     it = iter(ds)
+    work_clock.stage = root_iterator(it)
     assert root_iterator(it).parallelism == 1  # a Dataset's first iterator tunes from scratch
     assert [int(x) for x in it] == list(range(200))
-    assert root_iterator(it).parallelism == 3
     again = iter(ds)  # the next epoch: starts at the last verdict of the last one (not an unjudged probe)
-    assert root_iterator(again).parallelism >= 2
+    assert root_iterator(again).parallelism == 3
+    work_clock.stage = root_iterator(again)
     assert [int(x) for x in again] == list(range(200))
-    assert root_iterator(iter(make())).parallelism == 1  # the same pipeline built anew starts from scratch
+    assert root_iterator(iter(scaling_pipeline(work_clock))).parallelism == 1  # built anew: from scratch
 
 
 def test_autotune_disabled_pins_parallelism_at_the_budget():
