@@ -378,6 +378,51 @@ def map_structure(fn: Callable, structure, *others):
     return pack_as(structure, [fn(x) for x in flatten(structure)])
 
 
+def same_key_order(a, b) -> bool:
+    """Every mapping of ``a`` lists its keys in the order of ``b``'s mapping at the same place (values
+    and leaves are not compared)."""
+    k = _kind(a)
+    if k == _LEAF:
+        return True
+    if k == _DICT or k == _MAPPING:
+        if not is_mapping(b) or tuple(a) != tuple(b):
+            return False
+    elif _kind(b) != k:
+        return False
+    return all(same_key_order(x, y) for x, y in zip(children(a), children(b)))
+
+
+def _holds_mapping(s) -> bool:
+    k = _kind(s)
+    return k == _DICT or k == _MAPPING or (k != _LEAF and any(_holds_mapping(x) for x in children(s)))
+
+
+def spec_key_order(spec):
+    """None when ``spec`` holds no mapping; else ``element -> element`` giving every mapping the key order
+    of ``spec``'s (values by key), as tf.data packs each element by its dataset's spec: the elements of a
+    concatenate or choose_from_datasets come out in one key order whichever input they came from. An
+    element already in that order, or of another structure (left to the checks downstream), is returned
+    as it is."""
+    if not _holds_mapping(spec):
+        return None
+    if type(spec) is dict and all(_kind(x) == _LEAF for x in spec.values()):
+        keys = tuple(spec)
+
+        def flat_dict(element):
+            if type(element) is dict and tuple(element) == keys:
+                return element
+            return pack_as(spec, flatten(element)) if same_structure(element, spec) else element
+
+        return flat_dict
+
+    def nested(element):
+        if same_key_order(element, spec) or not same_structure(element, spec):
+            return element
+        return pack_as(spec, flatten(element))
+
+    return nested
+
+
 def flatten_up_to(shallow, value, what: str = "value") -> list:
     """``value``'s sub-structures at the leaf positions of ``shallow`` (a spec or an element), in
     ``flatten`` order: per-component arguments such as ``padded_shapes``. TypeError naming the place

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .. import structure
 from .base import Iterator
 
 
@@ -11,6 +12,8 @@ class ConcatenateIterator(Iterator):
         self._which = 0
         self.input = ctx.build(node.inputs[0])
         self.index_source = None
+        # dicts come out in the spec's key order whichever input made them (tf.data packs by the spec)
+        self._order = structure.spec_key_order(node.element_spec)
 
     def _switch(self) -> bool:
         if self._which == 1:
@@ -24,15 +27,18 @@ class ConcatenateIterator(Iterator):
         while True:
             out = self.input.next_many(n)
             if out or not self._switch():
-                return out
+                order = self._order
+                return out if order is None else [order(e) for e in out]
 
     def _next(self):
         while True:
             try:
-                return self.input.next()
+                e = self.input.next()
             except StopIteration:
                 if not self._switch():
                     raise
+                continue
+            return e if self._order is None else self._order(e)
 
     def children(self):
         return [self.input]

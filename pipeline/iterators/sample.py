@@ -14,7 +14,7 @@ import collections
 
 import numpy as np
 
-from .. import random_seed
+from .. import random_seed, structure
 from ..errors import InvalidArgumentError
 from .base import BlockIterator
 from .blocks import Failure
@@ -33,6 +33,8 @@ class _DirectedIterator(BlockIterator):
         self._exhausted = [False] * len(self.inputs)
         self._done = False
         self._label = node.label()
+        # dicts come out in the spec's key order whichever input made them (tf.data packs by the spec)
+        self._order = structure.spec_key_order(node.element_spec)
 
     def _choose(self, want: int):
         """The next input index; None when the choices have ended."""
@@ -65,7 +67,8 @@ class _DirectedIterator(BlockIterator):
             if not out:
                 raise
             self._deferred = e
-        return out
+        order = self._order
+        return out if order is None else [order(e) for e in out]
 
     def children(self):
         return list(self.inputs)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from .. import structure
@@ -32,6 +34,11 @@ def _leaf_compatible(a, b) -> bool:
 
 def _relax(a, b):
     return a.most_specific_compatible(b) if isinstance(a, structure.TensorSpec) else a
+
+
+# node -> its spec_key_order, kept beside the node (nodes stay plain data that pickles, without closures)
+_orders: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_UNSET = object()
 
 
 class Concatenate(Node):
@@ -81,9 +88,9 @@ class Concatenate(Node):
         n = first.length()
         in_second = indices >= n
         if not in_second.any():
-            return first.gather(indices)
+            return self._in_spec_order(first.gather(indices))
         if in_second.all():
-            return second.gather(indices - n)
+            return self._in_spec_order(second.gather(indices - n))
         parts = (structure.flatten(first.gather(indices[~in_second])),
                  structure.flatten(second.gather(indices[in_second] - n)))
         leaves = []
@@ -96,7 +103,17 @@ class Concatenate(Node):
 
     def element_at(self, index):
         n = self.inputs[0].length()
-        return self.inputs[0].element_at(index) if index < n else self.inputs[1].element_at(index - n)
+        element = self.inputs[0].element_at(index) if index < n else self.inputs[1].element_at(index - n)
+        return self._in_spec_order(element)
+
+    def _in_spec_order(self, value):
+        """``value`` (an element or a gathered batch) with its dicts in the spec's key order (tf.data packs
+        every element by the spec, so the second input's dicts take the first's order)."""
+        order = _orders.get(self, _UNSET)
+        if order is _UNSET:
+            order = _orders[self] = structure.spec_key_order(self.element_spec)
+        return value if order is None else order(value)
+
 
     def make_iterator(self, ctx):
         if self.random_access():

@@ -63,7 +63,10 @@ class SampleFromDatasets(Node):
                 "rerandomize_each_iteration": self.rerandomize_each_iteration}
 
     def compute_spec(self):
-        return common_spec([d.element_spec for d in self.inputs], "sample_from_datasets")
+        # tf.data leaves out inputs of constant weight 0 (one left: it is the result), so the spec -- and
+        # the key order of dict elements -- is that of the inputs that can be drawn
+        drawn = [d for d, w in zip(self.inputs, self.weights) if w > 0]
+        return common_spec([d.element_spec for d in drawn], "sample_from_datasets")
 
     def cardinality(self):
         drawn = [d.cardinality() for d, w in zip(self.inputs, self.weights) if w > 0]

@@ -37,15 +37,7 @@ for _path in sorted(glob.glob(os.path.join(HERE, "goldens", "*.json"))):
 CASES = {c.name: c for c in cases.CASES}
 
 # (case, aspect) -> reason. Open issue 14 defects being fixed elsewhere; remove a line when its fix lands.
-KNOWN_DEFECTS = {
-    ("dict_concat_other_order", "elements"): "issue 14 defect 2: the second dataset's dict comes out in its own key "
-                                             "order, not the element_spec's",
-    ("dict_concat_other_order", "spec"): "issue 14 defect 2: elements' key order differs from the spec's",
-    ("dict_choose_other_order", "elements"): "issue 14 defect 2: choose_from_datasets keeps each input's key order",
-    ("dict_choose_other_order", "spec"): "issue 14 defect 2: elements' key order differs from the spec's",
-    ("dict_sample_other_order", "spec"): "issue 14 defect 2: spec keys [b, a] (first input), elements [a, b]; "
-                                         "tf.data's spec and elements are [a, b]",
-}
+KNOWN_DEFECTS: dict = {}
 
 # (case, aspect) -> what tf.data does vs what jaxfeed does; not named in issue 14.
 _UNBATCH = ("finding: tf.data knows unbatch's cardinality when the input's cardinality and the leading "

@@ -428,3 +428,35 @@ def test_an_ordered_dict_element_keeps_its_type_and_order_through_map_and_batch(
     got = values(Dataset.from_tensors(od).map(lambda d: d).batch(1))[0]
     assert type(got) is collections.OrderedDict and list(got) == ["b", "a"]
     assert got["b"].dtype == np.int64 and got["a"].dtype == np.float32
+
+
+# ------------------------------------------------- key order of the output: the spec's, as tf.data packs
+def test_concatenate_yields_the_second_inputs_dicts_in_the_specs_key_order():
+    ds = Dataset.from_tensors({"b": 1, "a": 2}).concatenate(Dataset.from_tensors({"a": 20, "b": 10}))
+    assert list(ds.element_spec) == ["b", "a"]
+    got = values(ds)
+    assert [list(e) for e in got] == [["b", "a"], ["b", "a"]] and got[1] == {"b": 10, "a": 20}
+
+
+def test_a_streamed_concatenate_yields_dicts_in_the_specs_key_order():
+    ds = Dataset.range(2).map(_b_then_a).concatenate(Dataset.range(2, 4).map(_a_then_b))
+    got = values(ds)
+    assert all(list(e) == ["b", "a"] for e in got)
+    assert [int(e["b"]) for e in got] == [0, 1, 2, 3]
+
+
+def test_choose_from_datasets_yields_dicts_in_the_specs_key_order():
+    first = Dataset.from_tensors({"b": np.int64(1), "a": np.int64(2)})
+    second = Dataset.from_tensors({"a": np.int64(20), "b": np.int64(10)})
+    choice = Dataset.from_tensor_slices(np.array([0, 1], np.int64))
+    got = values(Dataset.choose_from_datasets([first, second], choice))
+    assert [list(e) for e in got] == [["b", "a"], ["b", "a"]] and got[1] == {"b": 10, "a": 20}
+
+
+def test_sample_from_datasets_takes_its_spec_from_the_inputs_it_can_draw():
+    """tf.data leaves out inputs of constant weight 0: the spec and key order are the drawn input's."""
+    first = Dataset.from_tensors({"b": np.int64(1), "a": np.int64(2)})
+    second = Dataset.from_tensors({"a": np.int64(20), "b": np.int64(10)})
+    ds = Dataset.sample_from_datasets([first, second], weights=[0.0, 1.0], seed=1)
+    assert list(ds.element_spec) == ["a", "b"]
+    assert [list(e) for e in values(ds)] == [["a", "b"]]
