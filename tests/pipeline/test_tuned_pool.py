@@ -34,9 +34,21 @@ def test_at_most_limit_tasks_run_at_once():
     assert all(f.result(timeout=10) for f in futures)
     assert state["peak"] == 1
     pool.limit = 3
-    futures = [pool.submit(task) for _ in range(12)]
-    [f.result(timeout=10) for f in futures]
-    assert state["peak"] == 3
+    meeting = threading.Barrier(3)  # passes only when 3 tasks run at once: no bet on how fast threads start
+    running, guard = {"now": 0, "peak": 0}, threading.Lock()
+
+    def meet():
+        with guard:
+            running["now"] += 1
+            running["peak"] = max(running["peak"], running["now"])
+        meeting.wait(timeout=10)
+        with guard:
+            running["now"] -= 1
+        return True
+
+    futures = [pool.submit(meet) for _ in range(12)]
+    assert all(f.result(timeout=20) for f in futures)
+    assert running["peak"] == 3
     pool.shutdown()
 
 
