@@ -300,34 +300,65 @@ def test_parallel_map_resumes_with_blocks_in_flight():
 
 
 # ----------------------------------------------------------------------------------- prefetch
-def bursty(x):
-    time.sleep(0.02 if x % 16 == 0 else 0)
-    return x
+class ProducerGate:
+    """Decides, instead of the machine's speed, when the prefetch producer gets ahead of its consumer.
+
+    ``element(x)``, the mapped function, runs freely on the consumer's thread (the first call is served there)
+    and, on the producer's thread, for elements that are not ``held(x)``; a held element waits until the
+    consumer waits for the producer. So a producer holding every element never gets ahead (a slow producer);
+    one holding every 16th runs ahead in bursts. ``until_ahead()``, called by the consumer before each element,
+    waits until the producer has filled the buffer or waits at a held element (so a burst always fills it)."""
+
+    def __init__(self, held):
+        self.held, self.stage, self.holding = held, None, False
+
+    def element(self, x):
+        if threading.current_thread().name == "jaxfeed-prefetch" and self.held(int(x)):
+            self.holding = True
+            self._poll(lambda: self.stage._consumer_waiting, "the consumer never waited")
+            self.holding = False
+        return x
+
+    def until_ahead(self):
+        stage = self.stage
+        self._poll(lambda: stage._thread is None or stage._ended or self.holding or
+                   len(stage._buf) >= stage.capacity or stage._local, "the producer never got ahead")
+
+    @staticmethod
+    def _poll(condition, what):
+        deadline = time.monotonic() + 30  # a hang guard only
+        while not condition():
+            assert time.monotonic() < deadline, what
+            time.sleep(0.0002)
 
 
-def consume_slowly(it):
-    for _ in it:
-        time.sleep(0.0005)
+def gated(ds_of, held, n, options=None):
+    """(iterator, gate) over ``ds_of(gate.element).prefetch(AUTOTUNE)``, consumed by the gate's rule."""
+    gate = ProducerGate(held)
+    ds = ds_of(gate.element).prefetch(AUTOTUNE)
+    it = iter(ds.with_options(options) if options is not None else ds)
+    gate.stage = root_iterator(it)
+    for _ in range(n):
+        gate.until_ahead()
+        next(it)
+    return it, gate
 
 
 def test_autotuned_prefetch_grows_for_a_bursty_producer():
-    it = iter(Dataset.range(300).map(bursty).prefetch(AUTOTUNE))
-    consume_slowly(it)
-    assert root_iterator(it).capacity > 2
+    it, gate = gated(lambda f: Dataset.range(300).map(f), lambda x: x % 16 == 0, 300)
+    assert gate.stage.capacity > 2
 
 
 def test_autotuned_prefetch_does_not_grow_for_a_slow_producer():
-    it = iter(Dataset.range(100).map(slow).prefetch(AUTOTUNE))
-    list(it)
-    assert root_iterator(it).capacity == 2
+    it, gate = gated(lambda f: Dataset.range(100).map(f), lambda x: True, 100)
+    assert gate.stage.capacity == 2
 
 
 def test_autotuned_prefetch_stays_within_the_ram_budget():
     element = np.zeros(1000, np.uint8)  # 1000 bytes; a budget of 4500 bytes allows a buffer of 4
-    ds = Dataset.range(300).map(bursty).map(lambda x: element + np.uint8(x % 7)).prefetch(AUTOTUNE)
-    it = iter(ds.with_options(budget(ram=4500)))
-    consume_slowly(it)
-    assert root_iterator(it).capacity <= 4
+    it, gate = gated(lambda f: Dataset.range(300).map(f).map(lambda x: element + np.uint8(x % 7)),
+                     lambda x: x % 16 == 0, 300, budget(ram=4500))
+    assert 2 < gate.stage.capacity <= 4
 
 
 def test_a_step_up_that_makes_things_clearly_worse_is_taken_back_at_once(one_tick_windows):
