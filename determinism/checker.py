@@ -259,6 +259,12 @@ def check_determinism(dataset_or_fn: Dataset | Callable[[], Dataset], runs: int 
                         "given its input; this is the nearest node below it that can reorder or draw fresh "
                         "randomness)")
                 culprit = below
+        remote = getattr(culprit, "remote_dataset", None)  # a service source: look at what its workers run
+        if remote is not None:
+            inner_node = remote()._node
+            inner = _culprit(inner_node, effective_options(inner_node), [None], runs, max_elements)
+            hint = (f"the elements differ as they come from the service's workers; run locally, the dataset "
+                    f"they run differs at {inner.label()}" + (f": {_hint(inner)}" if _hint(inner) else ""))
         report.culprit = culprit.label()
         report.culprit_hint = hint
     return report

@@ -65,6 +65,12 @@ class ServiceSource(Node):
     def cardinality(self):
         return UNKNOWN
 
+    def remote_dataset(self):
+        """The dataset the workers run (for the determinism checker, which looks across the boundary)."""
+        import cloudpickle
+
+        return cloudpickle.loads(self.graph_bytes)
+
     def make_iterator(self, ctx):
         if self.policy == ShardingPolicy.DYNAMIC:
             return SplitConsumer(self, ctx)

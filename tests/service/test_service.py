@@ -182,3 +182,20 @@ def test_the_consumer_side_composes_with_prefetch_and_deterministic_options(serv
     options.deterministic = False
     ds = _doubled(500).apply(svc.distribute("distributed_epoch", service, split_size=50)).with_options(options)
     assert sorted(int(x) for x in ds.prefetch(2)) == [2 * i for i in range(500)]
+
+
+def test_the_determinism_checker_sees_across_the_service_boundary(service):
+    from jaxfeed.determinism.checker import check_determinism
+
+    seeded = Dataset.range(600).map(lambda x, rng: x + rng.integers(0, 100), with_rng=True, seed=1)
+    report = check_determinism(seeded.apply(svc.distribute("distributed_epoch", service, split_size=100)))
+    assert report.deterministic, report
+
+    def unseeded(x):
+        return x + np.random.default_rng().integers(0, 1_000_000)
+
+    noisy = Dataset.range(600).map(unseeded).apply(svc.distribute("distributed_epoch", service, split_size=100))
+    report = check_determinism(noisy, bisect=True)
+    assert not report.deterministic
+    assert "ServiceDataset" in report.culprit
+    assert "Map(map_func=" in report.culprit_hint and "unseeded" in report.culprit_hint
