@@ -21,7 +21,8 @@ objects) and ``blocks.Failure`` entries (the error's type name and text). The di
 (4 bytes) of everything before it. Nothing is pickled: reading a state never runs code.
 
 Errors: a file that is not a state, or of an unknown format version -> ``InvalidArgumentError``; a
-truncated or corrupted one -> ``DataLossError``; a state from another pipeline -> the iterator's
+truncated, corrupted or malformed one (every header field is validated, see ``state_reader``) ->
+``DataLossError``; a state from another pipeline -> the iterator's
 ``FailedPreconditionError`` naming the first differing node. A missing file -> ``NotFoundError``.
 """
 
@@ -31,7 +32,6 @@ import json
 import logging
 import operator
 import os
-import re
 import struct
 import sys
 import uuid
@@ -39,8 +39,9 @@ import uuid
 import numpy as np
 
 from . import structure
-from .errors import DataLossError, FailedPreconditionError, InvalidArgumentError, NotFoundError, UnknownError
+from .errors import DataLossError, FailedPreconditionError, InvalidArgumentError, NotFoundError
 from .iterators.blocks import Failure
+from .state_reader import MAX_DEPTH, Reader, blob_index
 
 log = logging.getLogger("jaxfeed")
 
@@ -80,31 +81,38 @@ class _Writer:
         self.size += n
         return len(self.index) - 1
 
-    def encode(self, v, path):
+    def encode(self, v, path, depth=0):
+        """``depth`` counts nesting exactly as the reader does (``state_reader.MAX_DEPTH`` bounds both)."""
         t = type(v)
         if v is None or t is bool or t is str or t is int or t is float:
             return v
         if t is list:
             if all(type(x) in _JSON_SCALARS for x in v):
                 return list(v)
+            self._check_depth(depth, path)
             if len(v) >= _STACK_MIN and all(type(x) is bytes for x in v):  # a buffer of records or lines
                 return {_TAG: "byteslist", "lengths": list(map(len, v)), "b": self.blob(b"".join(v))}
-            stacked = self._stacked(v, path)
+            stacked = self._stacked(v, path, depth)
             if stacked is not None:
                 return stacked
-            return [self.encode(x, (path, f"[{i}]")) for i, x in enumerate(v)]
+            return [self.encode(x, (path, f"[{i}]"), depth + 1) for i, x in enumerate(v)]
         if t is dict:
+            self._check_depth(depth, path)
             if all(type(k) is str for k in v) and _TAG not in v:
-                return {k: self.encode(x, (path, f"[{k!r}]")) for k, x in v.items()}
-            return {_TAG: "dict", "items": [[self.encode(k, (path, ".key")), self.encode(x, (path, f"[{k!r}]"))]
-                                            for k, x in v.items()]}
+                return {k: self.encode(x, (path, f"[{k!r}]"), depth + 1) for k, x in v.items()}
+            return {_TAG: "dict", "items": [[self.encode(k, (path, ".key"), depth + 1),
+                                             self.encode(x, (path, f"[{k!r}]"), depth + 1)] for k, x in v.items()]}
         if t is tuple:
-            return {_TAG: "tuple", "v": [self.encode(x, (path, f"[{i}]")) for i, x in enumerate(v)]}
-        if structure.is_namedtuple(v):
-            return {_TAG: "namedtuple", "module": t.__module__, "name": t.__qualname__, "fields": list(t._fields),
-                    "v": [self.encode(x, (path, f".{f}")) for f, x in zip(t._fields, v)]}
+            self._check_depth(depth, path)
+            return {_TAG: "tuple", "v": [self.encode(x, (path, f"[{i}]"), depth + 1) for i, x in enumerate(v)]}
         if isinstance(v, np.ndarray):
-            return self._array(v, path)
+            if v.dtype == object:
+                self._check_depth(depth, path)
+            return self._array(v, path, depth + 1)
+        if structure.is_namedtuple(v):
+            self._check_depth(depth, path)
+            return {_TAG: "namedtuple", "module": t.__module__, "name": t.__qualname__, "fields": list(t._fields),
+                    "v": [self.encode(x, (path, f".{f}"), depth + 1) for f, x in zip(t._fields, v)]}
         if isinstance(v, np.generic):
             out = self._array(np.asarray(v), path)
             out[_TAG] = "scalar"
@@ -113,38 +121,47 @@ class _Writer:
             return {_TAG: "bytes", "b": self.blob(v)}
         if isinstance(v, (bool, int, float, str)):  # subclasses (IntEnum, ...) as their plain value
             return self.encode((bool if isinstance(v, bool) else int if isinstance(v, int)
-                                else float if isinstance(v, float) else str)(v), path)
+                                else float if isinstance(v, float) else str)(v), path, depth)
         if t is Failure:
             e = v.error
             return {_TAG: "failure", "module": type(e).__module__, "name": type(e).__qualname__,
                     "message": str(e), "notes": list(getattr(e, "__notes__", None) or [])}
         if hasattr(v, "_node"):
-            return self._dataset(v, path)
+            self._check_depth(depth, path)
+            return self._dataset(v, path, depth + 1)
         raise InvalidArgumentError(f"Cannot serialise iterator state: {_path(path)} holds a {t.__module__}."
                                    f"{t.__qualname__}, which is not a state value (Python scalars, lists, "
                                    "tuples, dicts, numpy values, bytes).", "checkpoint.serialize")
 
-    def _dataset(self, ds, path) -> dict:
+    @staticmethod
+    def _check_depth(depth, path):
+        if depth >= MAX_DEPTH:
+            raise InvalidArgumentError(f"Cannot serialise iterator state: {_path(path)} is nested deeper than "
+                                       f"{MAX_DEPTH} levels.", "checkpoint.serialize")
+
+    def _dataset(self, ds, path, depth) -> dict:
         """A dataset held as an element (a window, a group): only in-memory ones, stored by their data."""
         node = ds._node
         if node.kind in ("TensorSlices", "Tensors") and not node.inputs:
-            return {_TAG: "dataset", "kind": node.kind, "data": self.encode(node.data, (path, ".data"))}
+            return {_TAG: "dataset", "kind": node.kind, "data": self.encode(node.data, (path, ".data"), depth)}
         if node.kind == "Elements" and not node.inputs:
-            return {_TAG: "dataset", "kind": "Elements", "data": self.encode(list(node.elements), (path, ".data"))}
+            return {_TAG: "dataset", "kind": "Elements",
+                    "data": self.encode(list(node.elements), (path, ".data"), depth)}
         raise InvalidArgumentError(f"Cannot serialise iterator state: {_path(path)} holds a Dataset built by "
                                    f"{node.label()}; only in-memory datasets (windows, groups) can be saved "
                                    "as elements.", "checkpoint.serialize")
 
-    def _array(self, a: np.ndarray, path) -> dict:
+    def _array(self, a: np.ndarray, path, depth=0) -> dict:
         if a.dtype == object:
             return {_TAG: "objarray", "shape": list(a.shape),
-                    "v": [self.encode(x, (path, f".flat[{i}]")) for i, x in enumerate(a.reshape(-1).tolist())]}
+                    "v": [self.encode(x, (path, f".flat[{i}]"), depth)
+                          for i, x in enumerate(a.reshape(-1).tolist())]}
         if a.dtype.fields is not None or a.dtype.kind not in "biufcmMSUV":
             raise InvalidArgumentError(f"Cannot serialise iterator state: {_path(path)} is an array of dtype "
                                        f"{a.dtype}.", "checkpoint.serialize")
         return {_TAG: "array", "dtype": a.dtype.str, "shape": list(a.shape), "b": self.blob(a)}
 
-    def _stacked(self, items: list, path):
+    def _stacked(self, items: list, path, depth):
         """A list of elements that share one structure (a buffer of elements), stored as one stacked array
         per leaf: a few blobs instead of one JSON object per element."""
         if len(items) < _STACK_MIN:
@@ -187,9 +204,9 @@ class _Writer:
                 return None
             leaves.append(stacked)
             scalar.append(t is not np.ndarray)
-        template = self.encode(structure.pack_as(first, [None] * len(leaves)), (path, "[0]"))
+        template = self.encode(structure.pack_as(first, [None] * len(leaves)), (path, "[0]"), depth + 1)
         # "order": the leaves follow structure.flatten (dict values by sorted key); states written before
-        # jaxfeed followed tf.nest lack it and list dict values in insertion order (both are read)
+        # jaxfeed followed tf.nest lack it and list dict values in insertion order (state_reader reads both)
         return {_TAG: "stacked", "n": len(items), "template": template, "scalar": scalar, "order": "sorted",
                 "leaves": [self._array(a, path) for a in leaves]}
 
@@ -204,147 +221,6 @@ def _sketch(x):
     if isinstance(x, dict):
         return (dict, tuple((k, _sketch(v)) for k, v in x.items()))
     return None
-
-
-class _Reader:
-    def __init__(self, blobs: memoryview, index):
-        self.blobs = blobs
-        self.index = index
-
-    def blob(self, i) -> bytes:
-        return bytes(self._view(i))
-
-    def _view(self, i) -> memoryview:
-        try:
-            off, n = self.index[i]
-        except (IndexError, TypeError):
-            raise DataLossError(f"Iterator state refers to blob {i!r}, which the file does not hold.",
-                                "checkpoint.deserialize") from None
-        if off < 0 or off + n > len(self.blobs):
-            raise DataLossError(f"Iterator state blob {i} ({n} bytes at {off}) lies outside the file.",
-                                "checkpoint.deserialize")
-        return self.blobs[off:off + n]
-
-    def decode(self, v):
-        t = type(v)
-        if t is list:
-            if all(type(x) in _JSON_SCALARS for x in v):
-                return v
-            return [self.decode(x) for x in v]
-        if t is not dict:
-            return v
-        tag = v.get(_TAG)
-        if tag is None:
-            return {k: self.decode(x) for k, x in v.items()}
-        if tag == "dict":
-            return {_hashable(self.decode(k)): self.decode(x) for k, x in v["items"]}
-        if tag == "tuple":
-            return tuple(self.decode(x) for x in v["v"])
-        if tag == "namedtuple":
-            cls = _namedtuple_class(v["module"], v["name"], v["fields"])
-            return cls(*[self.decode(x) for x in v["v"]])
-        if tag == "array":
-            return self._array(v)
-        if tag == "scalar":
-            return self._array(v)[()]
-        if tag == "objarray":
-            out = np.empty(len(v["v"]), dtype=object)
-            out[:] = [self.decode(x) for x in v["v"]]
-            return out.reshape(v["shape"])
-        if tag == "bytes":
-            return self.blob(v["b"])
-        if tag == "stacked":
-            template = self.decode(v["template"])
-            columns = [self._array(a) for a in v["leaves"]]
-            # states written before jaxfeed followed tf.nest have no "order": dict values in insertion order
-            pack = structure.pack_as if v.get("order") == "sorted" else structure.pack_as_inserted
-            out = []
-            for i in range(int(v["n"])):
-                # rows of a private stacked array: views, not copies
-                leaves = [col[i] if sc else col[i, ...] for col, sc in zip(columns, v["scalar"])]
-                out.append(pack(template, leaves))
-            return out
-        if tag == "byteslist":
-            data = self.blob(v["b"])
-            ends = np.cumsum([0] + v["lengths"]).tolist()
-            if ends[-1] != len(data):
-                raise DataLossError("Iterator state list of byte strings does not match its lengths.",
-                                    "checkpoint.deserialize")
-            return [data[a:b] for a, b in zip(ends[:-1], ends[1:])]
-        if tag == "failure":
-            return Failure(_rebuild_error(v))
-        if tag == "dataset":
-            return _rebuild_dataset(v["kind"], self.decode(v["data"]))
-        raise InvalidArgumentError(f"Iterator state holds an unknown value tag {tag!r}; it was written by a "
-                                   "newer jaxfeed.", "checkpoint.deserialize")
-
-    def _array(self, v):
-        data = self._view(v["b"])
-        dtype = np.dtype(v["dtype"])
-        shape = tuple(int(d) for d in v["shape"])
-        expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        if len(data) != expected:
-            raise DataLossError(f"Iterator state array of shape {shape} and dtype {dtype} has {len(data)} bytes, "
-                                f"expected {expected}.", "checkpoint.deserialize")
-        return np.frombuffer(data, dtype=dtype).reshape(shape).copy()
-
-
-def _rebuild_dataset(kind: str, data):
-    from .dataset import Dataset
-    from .nodes.tensor_slices import Tensors, TensorSlices
-
-    if kind == "TensorSlices":
-        return Dataset(TensorSlices(data))
-    if kind == "Tensors":
-        return Dataset(Tensors(data))
-    if kind == "Elements":
-        from .nodes.elements import Elements
-
-        return Dataset(Elements(data))
-    raise InvalidArgumentError(f"Iterator state holds a dataset of unknown kind {kind!r}.", "checkpoint.deserialize")
-
-
-def _hashable(k):
-    return tuple(k) if isinstance(k, list) else k
-
-
-def _namedtuple_class(module: str, name: str, fields):
-    """The saved namedtuple class if its module is already imported (nothing is imported: reading a state
-    runs no code), else a plain ``collections.namedtuple`` with the same name and fields."""
-    obj = sys.modules.get(module)
-    for part in name.split("."):
-        obj = getattr(obj, part, None) if obj is not None else None
-    if isinstance(obj, type) and issubclass(obj, tuple) and tuple(getattr(obj, "_fields", ())) == tuple(fields):
-        return obj
-    import collections
-
-    safe = re.sub(r"\W", "_", name.split(".")[-1]) or "State"
-    return collections.namedtuple(safe, [str(f) for f in fields])
-
-
-def _rebuild_error(v) -> BaseException:
-    """The saved failure as an exception of the same class when that class is a jaxfeed error or a Python
-    built-in; any other class becomes ``UnknownError`` carrying the original type name and message."""
-    from . import errors as jerrors
-    import builtins
-
-    module, name, message = v.get("module"), v.get("name"), v.get("message", "")
-    cls = None
-    if module == jerrors.__name__ or module == "jaxfeed.pipeline.errors":
-        cls = getattr(jerrors, name, None)
-    elif module == "builtins":
-        cls = getattr(builtins, name, None)
-    exc = None
-    if isinstance(cls, type) and issubclass(cls, Exception):
-        try:
-            exc = cls(message)
-        except Exception:  # noqa: BLE001 - a constructor with other arguments
-            exc = None
-    if exc is None:
-        exc = UnknownError(f"{module}.{name}: {message}", "restored state")
-    for note in v.get("notes", ()):
-        jerrors.add_note(exc, note)
-    return exc
 
 
 # =============================================================================================== bytes
@@ -362,7 +238,11 @@ def _checksum(body) -> bytes:
 def serialize(state) -> bytes:
     """The iterator state (as ``DatasetIterator.get_state`` returns it) as bytes."""
     w = _Writer()
-    tree = w.encode(state, "state")
+    try:
+        tree = w.encode(state, "state")
+    except RecursionError:  # a caller deep in its own stack; MAX_DEPTH keeps ordinary saves clear of it
+        raise InvalidArgumentError(f"Cannot serialise iterator state: it is nested too deeply (at most "
+                                   f"{MAX_DEPTH} levels).", "checkpoint.serialize") from None
     meta = {"format": FORMAT_VERSION, "writer": "jaxfeed"}
     if isinstance(state, dict):
         meta.update({k: state[k] for k in ("version", "fingerprint") if k in state})
@@ -395,10 +275,19 @@ def deserialize(data) -> dict:
     start = _PREFIX.size
     try:
         header = json.loads(bytes(data[start:start + header_len]))
-    except ValueError as e:
+    except RecursionError:
+        raise DataLossError("Iterator state header is nested too deeply to be a state.", op) from None
+    except ValueError as e:  # also bad UTF-8 and integers too long to parse
         raise DataLossError(f"Iterator state header is not valid JSON: {e}", op) from None
+    if type(header) is not dict or type(header.get("meta")) is not dict or "tree" not in header:
+        raise DataLossError("Iterator state header is not a state header (a JSON object with 'meta', 'tree' "
+                            "and 'blobs').", op)
     blobs = data[start + header_len:start + header_len + blob_len]
-    return _Reader(blobs, header.get("blobs", [])).decode(header.get("tree"))
+    reader = Reader(blobs, blob_index(header.get("blobs"), blob_len), len(data))
+    try:
+        return reader.decode(header["tree"])
+    except RecursionError:  # the depth bound keeps clear of this; a caller deep in its own stack may not
+        raise DataLossError("Iterator state is nested too deeply to read here.", op) from None
 
 
 def state_size(state) -> int:
@@ -560,7 +449,9 @@ def describe_difference(saved, root) -> str:
     for i, (a, b) in enumerate(zip(saved, current)):
         if not (isinstance(a, (list, tuple)) and len(a) == 2) or a[0] != b[0]:
             label = a[1] if isinstance(a, (list, tuple)) and len(a) == 2 else repr(a)
-            return f"first differing node: node {i} from the sources, saved {label} vs now {b[1]}"
+            same = (" (same arguments; its data, file names or matched files, resolved seeds or stateful "
+                    "markers differ)" if label == b[1] else "")
+            return f"first differing node: node {i} from the sources, saved {label} vs now {b[1]}{same}"
     if len(saved) != len(current):
         k = min(len(saved), len(current))
         if len(saved) > k:
@@ -593,23 +484,46 @@ def unfit_state_error(exc: BaseException) -> InvalidArgumentError:
 
 
 # =============================================================================================== policy
+_STATEFUL_FLAG = "__jaxfeed_stateful__"  # set by ``@jaxfeed.determinism.stateful``
+
+
+def external_state_reason(node) -> str | None:
+    """Why ``node`` holds state that an iterator state cannot capture, or None. The node's own ``stateful=``
+    argument wins over markers on its functions (as in ``jaxfeed.determinism``)."""
+    if node.kind == "Generator":
+        if getattr(node, "replayable", False):
+            return None
+        return ("runs a Python generator, whose position cannot be saved (declare "
+                "from_generator(..., replayable=True) if calling it again yields the same sequence)")
+    if getattr(node, "external_state", False):
+        return "holds external state"
+    declared = getattr(node, "stateful", None)
+    if declared is not None:
+        return "calls a function declared stateful=True" if declared else None
+    for role, fn in node.functions().items():
+        if getattr(fn, _STATEFUL_FLAG, None) is True:
+            return f"calls a {role} marked @jaxfeed.determinism.stateful"
+    return None
+
+
 def external_state_nodes(root) -> list:
-    """Nodes whose functions hold state the iterator state cannot capture: ``from_generator`` (restored by
-    replaying the generator) and functions declared ``stateful=True``."""
+    """Nodes whose functions hold state the iterator state cannot capture (see ``external_state_reason``):
+    ``from_generator`` unless declared ``replayable=True``, nodes declared ``stateful=True`` and nodes
+    calling a function marked ``@jaxfeed.determinism.stateful``. jaxfeed's inspection of function bodies
+    is not used here: its findings include reads of files, which replay exactly."""
     from . import graph
 
-    return [n for n in graph.walk(root)
-            if n.kind == "Generator" or getattr(n, "stateful", None) is True
-            or getattr(n, "external_state", False)]
+    return [n for n in graph.walk(root) if external_state_reason(n) is not None]
 
 
 def check_external_state(root, options) -> None:
     """Apply ``Options.experimental_external_state_policy`` when a state is saved.
 
-    FAIL raises ``FailedPreconditionError`` naming the node; WARN logs a warning and saves; IGNORE saves
-    silently. Unset means WARN: jaxfeed's ``from_generator`` replays its generator on restore, which is
-    exact for a generator that yields the same sequence each time, and a warning is the honest default for
-    a function we cannot inspect (tf.data's unset default is FAIL, because it cannot save such state at all).
+    Unset or FAIL (tf.data's default) raises ``FailedPreconditionError`` naming the node: a restore would
+    re-run the stateful function or generator and could resume with other data. WARN logs a warning once
+    per pipeline and saves; IGNORE saves silently. A generator the user declares replayable
+    (``from_generator(..., replayable=True)``: calling it again yields the same sequence) is not external
+    state: a restore calls it again and skips what was consumed, which is exact.
     """
     from .options import ExternalStatePolicy
 
@@ -617,27 +531,28 @@ def check_external_state(root, options) -> None:
     if not nodes:
         return
     policy = options.experimental_external_state_policy if options is not None else None
-    policy = ExternalStatePolicy.WARN if policy is None else policy
     if policy == ExternalStatePolicy.IGNORE:
         return
     names = ", ".join(n.label() for n in nodes)
-    if policy == ExternalStatePolicy.FAIL:
+    if policy is None or policy == ExternalStatePolicy.FAIL:
+        first = nodes[0].label()
         raise FailedPreconditionError(
-            f"{nodes[0].label()} is stateful: its function holds state that the iterator state cannot capture "
-            f"(stateful nodes: {names}). Set Options().experimental_external_state_policy to WARN or IGNORE "
-            "to save anyway.", nodes[0].label())
+            f"{first} is stateful: it {external_state_reason(nodes[0])}; a restored iterator would re-run it "
+            f"and could resume with other data (stateful nodes: {names}). Refusing to save. Set "
+            "Options().experimental_external_state_policy to ExternalStatePolicy.WARN or IGNORE to save anyway.",
+            first)
     if names in _warned:
         return
     if len(_warned) < 1024:
         _warned.add(names)
     log.warning("Saving iterator state of a pipeline with external state (%s): a restored iterator replays "
                 "or re-runs those functions, which is exact only if they are deterministic. (Logged once per "
-                "pipeline; set Options().experimental_external_state_policy to IGNORE or FAIL.)", names)
+                "pipeline; experimental_external_state_policy is WARN.)", names)
 
 
 _warned: set = set()  # WARN logs once per set of stateful nodes, not at every save
 
 
 __all__ = ["serialize", "deserialize", "state_size", "save", "load", "restore", "write_bytes", "read_bytes",
-           "CheckpointManager", "check_external_state", "external_state_nodes", "graph_signature",
-           "describe_difference", "MAGIC", "FORMAT_VERSION"]
+           "CheckpointManager", "check_external_state", "external_state_nodes", "external_state_reason",
+           "graph_signature", "describe_difference", "MAGIC", "FORMAT_VERSION"]

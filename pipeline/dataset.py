@@ -56,10 +56,15 @@ class Dataset:
 
     @staticmethod
     def from_generator(generator, output_types=None, output_shapes=None, args=None, output_signature=None,
-                       name=None) -> "Dataset":
+                       name=None, *, replayable=False) -> "Dataset":
+        """tf.data's ``from_generator``. ``replayable=True`` declares that calling ``generator(*args)`` again
+        yields the same sequence: its iterators can then be saved (a restore calls it again and skips what
+        was consumed). Without it, saving refuses unless ``experimental_external_state_policy`` is WARN or
+        IGNORE, as in tf.data."""
         from .nodes.generator import Generator
 
-        return _named(Generator(generator, output_types, output_shapes, args, output_signature), name)
+        return _named(Generator(generator, output_types, output_shapes, args, output_signature,
+                                replayable=replayable), name)
 
     @staticmethod
     def list_files(file_pattern, shuffle=None, seed=None, name=None) -> "Dataset":

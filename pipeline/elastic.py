@@ -188,8 +188,9 @@ def check_supported(dataset, allow_replay: bool = False) -> None:
         why = None
         if node.is_random and getattr(node, "seeds", None) is None:
             why = "is random and unseeded: each run draws a different order (give it a seed or set a global seed)"
-        elif node.kind == "Generator":
-            why = "runs a Python generator, whose output cannot be known to be the same in every run"
+        elif node.kind == "Generator" and not getattr(node, "replayable", False):
+            why = ("runs a Python generator, whose output cannot be known to be the same in every run (declare "
+                   "from_generator(..., replayable=True) if it is)")
         elif getattr(node, "stateful", None) is True:
             why = "calls a function declared stateful=True"
         elif (getattr(node, "num_parallel_calls", None) is not None

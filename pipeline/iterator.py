@@ -155,6 +155,10 @@ class DatasetIterator:
             raise FailedPreconditionError(
                 "Iterator state was saved from a different pipeline (graph fingerprint "
                 f"{state.get('fingerprint')} vs {self._fingerprint}; {where}); refusing to restore.", where)
+        iteration = state.get("iteration", 0)
+        if type(iteration) is not int or iteration < 0:  # a state file is outside input: check before int()
+            raise InvalidArgumentError(f"Iterator state has iteration {iteration!r:.60}; expected an integer >= 0.",
+                                       "set_state")
 
     # ------------------------------------------------------------------ reports
     @property

@@ -167,7 +167,9 @@ class Options(_OptionGroup):
         "experimental_optimization": (OptimizationOptions, ""),
         "threading": (ThreadingOptions, ""),
         "execution": (ExecutionOptions, ""),
-        "experimental_external_state_policy": (ExternalStatePolicy, "Checkpointing of stateful functions."),
+        "experimental_external_state_policy": (ExternalStatePolicy, "Saving a pipeline with stateful functions or "
+                                               "non-replayable generators: unset or FAIL refuses (tf.data's "
+                                               "default), WARN logs and saves, IGNORE saves."),
         "experimental_slack": (bool, "Accepted for compatibility."),
         "experimental_symbolic_checkpoint": (bool, "Accepted for compatibility."),
         "experimental_warm_start": (bool, "Start background stages at iterator creation."),

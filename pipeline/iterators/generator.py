@@ -167,10 +167,12 @@ class GeneratorIterator(BlockIterator):
         return out
 
     def get_state(self):
-        if self.ctx.options.experimental_external_state_policy == ExternalStatePolicy.FAIL:
+        policy = self.ctx.options.experimental_external_state_policy
+        if not self.node.replayable and policy in (None, ExternalStatePolicy.FAIL):  # unset means FAIL
             raise FailedPreconditionError(
-                f"{self._label}: Generator is stateful: a Python generator cannot be saved (jaxfeed would "
-                "replay it, which experimental_external_state_policy=FAIL forbids).", self._label)
+                f"{self._label}: Generator is stateful: a Python generator cannot be saved. Declare "
+                "from_generator(..., replayable=True) if calling it again yields the same sequence (a restore "
+                "then replays it), or set experimental_external_state_policy to WARN or IGNORE.", self._label)
         return {"consumed": self._consumed, "exhausted": self._exhausted}
 
     def set_state(self, state):

@@ -59,17 +59,22 @@ class Generator(Node):
 
     Deliberate differences from tf.data: a value that does not fit the declared dtype without loss
     (1.5 or 2**40 into int32) raises InvalidArgumentError instead of being cast silently; and iterators
-    save their state by *replay*: the state is the number of elements consumed, and a restore calls the
-    generator again and skips that many. That is only correct for a generator that yields the same
-    sequence every time. ``Options.experimental_external_state_policy = ExternalStatePolicy.FAIL`` makes
-    saving raise FailedPreconditionError instead (tf.data's behaviour); ``WARN`` logs a warning and saves.
+    can save their state by *replay*: the state is the number of elements consumed, and a restore calls
+    the generator again and skips that many. That is only correct for a generator that yields the same
+    sequence every time, so it needs the user's word: ``replayable=True``. Otherwise saving raises
+    FailedPreconditionError (tf.data's default) unless ``Options.experimental_external_state_policy`` is
+    ``WARN`` (log a warning and save by replay) or ``IGNORE``.
     """
 
     kind = "Generator"
     is_source = True
 
-    def __init__(self, generator, output_types=None, output_shapes=None, args=None, output_signature=None):
+    def __init__(self, generator, output_types=None, output_shapes=None, args=None, output_signature=None,
+                 replayable=False):
         super().__init__()
+        if not isinstance(replayable, bool):
+            raise TypeError(f"from_generator: `replayable` must be a bool, got {replayable!r}.")
+        self.replayable = replayable  # the user's promise that a second call yields the same sequence
         if not callable(generator):
             raise TypeError("from_generator: `generator` must be a Python callable.")
         if output_signature is not None:

@@ -226,8 +226,10 @@ def _src_tfrecord(p, d):
 def _src_generator(p, d):
     from jaxfeed.pipeline import TensorSpec
 
+    # the generator yields the same sequence at every call: declared replayable, so its state can be saved
     return Dataset.from_generator(generate(p["n"]), output_signature=(TensorSpec((), np.int64),
-                                                                      TensorSpec((), np.float32)))
+                                                                      TensorSpec((), np.float32)),
+                                  replayable=True)
 
 
 def _src_list_files(p, d):

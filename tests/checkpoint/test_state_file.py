@@ -281,10 +281,59 @@ def test_external_state_policy_ignore_saves_silently(caplog):
     assert "external state" not in caplog.text
 
 
-def test_external_state_policy_unset_warns(caplog):
-    with caplog.at_level(logging.WARNING, logger="jaxfeed"):
+def test_external_state_policy_unset_refuses_as_tf_data_does():
+    # issue 14 defect 7: unset used to mean WARN, so a stateful map resumed with other data after one log line
+    with pytest.raises(errors.FailedPreconditionError, match=r"Map\(.*is stateful.*Refusing to save"):
         iter(stateful_ds()).get_state()
+
+
+def squares(n=6):
+    return lambda: (i * i for i in range(n))
+
+
+def generator_ds(policy=None, **kwargs):
+    ds = Dataset.from_generator(squares(), output_types=np.int64, **kwargs)
+    if policy is not None:
+        opts = Options()
+        opts.experimental_external_state_policy = policy
+        ds = ds.with_options(opts)
+    return ds
+
+
+def test_generator_refuses_to_save_by_default_naming_the_node_and_the_opt_ins():
+    # issue 14 defect 7: before, saved after a log line; a non-replayable generator then resumed elsewhere
+    it = iter(generator_ds())
+    next(it)
+    with pytest.raises(errors.FailedPreconditionError, match=r"Generator\(.*replayable=True.*WARN or IGNORE"):
+        it.get_state()
+
+
+def test_generator_declared_replayable_saves_and_resumes_exactly():
+    it = iter(generator_ds(replayable=True))
+    next(it), next(it)
+    state = checkpoint.serialize(it.get_state())
+    assert [int(x) for x in generator_ds(replayable=True).make_iterator(state=state)] == [4, 9, 16, 25]
+
+
+def test_generator_saves_by_replay_under_the_warn_policy(caplog):
+    it = iter(generator_ds(ExternalStatePolicy.WARN))
+    next(it)
+    with caplog.at_level(logging.WARNING, logger="jaxfeed"):
+        state = it.get_state()
     assert "external state" in caplog.text
+    assert [int(x) for x in generator_ds(ExternalStatePolicy.WARN).make_iterator(state=state)] == [1, 4, 9, 16, 25]
+
+
+def test_generator_made_inside_flat_map_refuses_to_save_by_default():
+    it = iter(Dataset.range(2).flat_map(lambda _: Dataset.from_generator(squares(3), output_types=np.int64)))
+    next(it)
+    with pytest.raises(errors.FailedPreconditionError, match="Generator is stateful"):
+        it.get_state()
+
+
+def test_replayable_must_be_a_bool():
+    with pytest.raises(TypeError, match="replayable"):
+        Dataset.from_generator(squares(), output_types=np.int64, replayable="yes")
 
 
 def test_pipeline_without_hidden_state_saves_without_warning(caplog):

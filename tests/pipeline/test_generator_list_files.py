@@ -117,8 +117,10 @@ def test_from_generator_dict_signature():
 
 
 def test_from_generator_resumes_by_replay():
+    # saving needs the user's word that the generator replays (issue 14 defect 7: unset policy refuses)
     assert_resumes_everywhere(lambda: Dataset.from_generator(lambda: (i * i for i in range(7)),
-                                                             output_types=np.int64).map(lambda x: x + 1))
+                                                             output_types=np.int64, replayable=True)
+                              .map(lambda x: x + 1))
 
 
 def test_from_generator_save_fails_under_fail_policy():
