@@ -25,6 +25,8 @@ READ_STAGE = "jaxfeed read stage: interleave(4) -> batch(256), CRC on"  # P3 wit
 FORMATS = "FORMATS"  # --only key of the reader section (bench/formats.py)
 IMAGES = "IMAGES"  # --only key of the image decode+augment section (bench/images.py)
 IMAGES_SIZES = {"full": (300, 3), "quick": (100, 2), "tiny": (10, 1)}  # images, repetitions (best of)
+SERVICE = "SERVICE"  # --only key of the jaxfeed.service section (bench/service.py)
+SERVICE_SIZES = {"full": (2048, 3), "quick": (1024, 2), "tiny": (256, 1)}  # images, repetitions (median of)
 # bench/formats.run() sizes per scale: TFRecord MiB, Parquet rows, repetitions (best of)
 FORMATS_SIZES = {"full": (128, 2_000_000, 3), "quick": (32, 500_000, 2), "tiny": (2, 20_000, 1)}
 SWEEP = (1, 2, 4)  # hand-picked num_parallel_calls settings for the AUTOTUNE check
@@ -35,9 +37,9 @@ def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m jaxfeed.bench", description=__doc__.split("\n\n")[1])
     p.add_argument("--quick", action="store_true", help="smaller data and fewer repetitions (1-2 minutes)")
     p.add_argument("--scale", choices=sorted(workloads.SIZES), help="data sizes (default: full, quick with --quick)")
-    p.add_argument("--only", default=",".join(suite.ORDER + [FORMATS.lower(), IMAGES.lower()]),
+    p.add_argument("--only", default=",".join(suite.ORDER + [FORMATS.lower(), IMAGES.lower(), SERVICE.lower()]),
                    help="pipelines to run, e.g. P1,P3; 'formats': the reader section; 'images': jaxfeed.ops "
-                        "against tf.image (default: all)")
+                        "against tf.image; 'service': jaxfeed.service on Ray (default: all)")
     p.add_argument("--repeats", type=int, help="timed repetitions after one warm-up (default 5, 3 with --quick)")
     p.add_argument("--autotune-repeats", type=int,
                    help="repetitions of jaxfeed's contenders in the pipelines with an AUTOTUNE check (P3-P5), "
@@ -59,10 +61,10 @@ def parse_args(argv):
     args.autotune_repeats = max(args.repeats, args.autotune_repeats or (5 if args.quick else 9))
     args.max_seconds = args.max_seconds or (1.0 if args.quick else 2.0)
     args.only = [k.strip().upper() for k in args.only.split(",") if k.strip()]
-    unknown = [k for k in args.only if k not in suite.ORDER and k not in (FORMATS, IMAGES)]
+    unknown = [k for k in args.only if k not in suite.ORDER and k not in (FORMATS, IMAGES, SERVICE)]
     if unknown:
         p.error(f"--only: unknown pipeline(s) {unknown}; choose from "
-                f"{suite.ORDER + [FORMATS.lower(), IMAGES.lower()]}")
+                f"{suite.ORDER + [FORMATS.lower(), IMAGES.lower(), SERVICE.lower()]}")
     return args
 
 
@@ -95,6 +97,9 @@ def plan(args, d, peers, results):
             continue
         if key == IMAGES:
             tasks.append(("images: jaxfeed.ops vs tf.image", lambda: _images(args, peers, results)))
+            continue
+        if key == SERVICE:
+            tasks.append(("service: local vs 1 and 2 Ray workers", lambda: _service(args, results)))
             continue
         if key == "P7":
             results["pipelines"]["P7"] = {
@@ -220,6 +225,24 @@ def _images(args, peers, results):
         missing = runner.missing_part(e)
         figures = {"status": "skipped" if missing else "error", "reason": missing or runner.describe_error(e)}
     results["images"] = figures
+
+
+def _service(args, results):
+    """The service section: ``bench/service.run`` in a process of its own (Ray starts and stops there)."""
+    count, repeats = SERVICE_SIZES[args.scale]
+    cmd = [sys.executable, "-m", "jaxfeed.bench.service", "--images", str(count), "--repeats", str(repeats)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=tempfile.gettempdir())
+    except subprocess.TimeoutExpired:
+        results["service"] = {"status": "error", "reason": "timed out"}
+        return
+    if proc.returncode != 0:
+        missing = "jaxfeed.service runs on Ray" in proc.stderr
+        tail = " | ".join(proc.stderr.strip().splitlines()[-2:])[-300:]
+        results["service"] = {"status": "skipped" if missing else "error",
+                              "reason": "ray is not installed (pip install jaxfeed[service])" if missing else tail}
+        return
+    results["service"] = {"status": "ok", **json.loads(proc.stdout[proc.stdout.index("{"):])}
 
 
 def _p7(args, d, results):

@@ -270,6 +270,7 @@ def table(results) -> str:
             lines.append(row)
     lines.extend(formats_table(results.get("formats")))
     lines.extend(images_table(results.get("images")))
+    lines.extend(service_table(results.get("service")))
     lines.append("")
     lines.append("Targets (ratios of figures measured in this run): jaxfeed judged on its best form, "
                  "the other form in brackets")
@@ -297,6 +298,27 @@ def images_table(f) -> list:
     else:
         lines.append(f"    {'tf.image ' + tf.get('tensorflow', ''):<50} {_si(f['tf_images_per_s']):>10} images/s")
         lines.append(f"    {'jaxfeed.ops / tf.image':<50} {_ratio(f['jaxfeed_vs_tf']):>10}")
+    return lines
+
+
+def service_table(f) -> list:
+    """The service section (``bench/service.run``): wall clock, workers share this machine's cores."""
+    if not f:
+        return []
+    lines = ["", "Service  P4-style heavy image map, local vs jaxfeed.service (distributed_epoch) on 1 and 2 Ray "
+             "workers (wall clock; the workers share this machine's cores)"]
+    if f.get("status") not in (None, "ok"):
+        return lines + [f"    {f.get('status')}: {f.get('reason', '')}"[:220]]
+    for label, key in (("local (0 workers)", "local_images_per_s"), ("service, 1 worker", "service_1_images_per_s"),
+                       ("service, 2 workers", "service_2_images_per_s")):
+        lines.append(f"    {label:<50} {_si(f[key]):>10} images/s")
+    lines.append(f"    {'scaling 2 workers / 1 worker':<50} {_ratio(f['scaling_2_vs_1']):>10}")
+    lines.append(f"    {'service hop on the consumer, per element':<50} {f['hop_us_per_element']:>8.0f} us "
+                 f"(split_size {f.get('split_size')})")
+    lines.append(f"    {'work per element (local)':<50} {f['work_us_per_element']:>8.0f} us")
+    for s in f.get("sizing", []):
+        lines.append(f"    simulated: {s['devices']} devices x {s['per_device']:.0f} el/s need {s['worker_cores']} worker "
+                     f"cores and {s['consumer_core_fraction']:.2f} of the consumer's core for the hop")
     return lines
 
 

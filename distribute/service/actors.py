@@ -20,6 +20,27 @@ import hashlib
 import itertools
 
 
+def pack_block(elements: list):
+    """A block for the object store: elements of one structure and shapes as stacked arrays (one buffer per
+    leaf, shipped without copies), others as the list itself."""
+    from jaxfeed.pipeline import structure
+    from jaxfeed.pipeline.errors import InvalidArgumentError
+
+    if len(elements) > 1:
+        try:
+            return ("stacked", len(elements), structure.stack(elements, what="service block"))
+        except (InvalidArgumentError, TypeError, ValueError):
+            pass
+    return ("list", len(elements), elements)
+
+
+def unpack_block(block) -> list:
+    from jaxfeed.pipeline import structure
+
+    kind, n, payload = block
+    return structure.unstack_rows(payload, n) if kind == "stacked" else payload
+
+
 class Dispatcher:
     def __init__(self):
         self._datasets: dict[str, bytes] = {}
@@ -135,9 +156,9 @@ class Worker:
         self._streams[key] = it
         return True
 
-    def next_block(self, job_key: str, shard: tuple | None, n: int) -> list:
+    def next_block(self, job_key: str, shard: tuple | None, n: int):
         it = self._streams[(job_key, shard)]
-        return it.next_many(n)
+        return pack_block(it.next_many(n))
 
     def take_round(self, job_key: str, shard: tuple | None, round_index: int, consumer: int,
                    num_consumers: int):
@@ -176,7 +197,7 @@ class Worker:
             out = []
             for block in iter(lambda: it.next_many(1024), []):
                 out.extend(block)
-        return out
+        return pack_block(out)
 
     def ping(self) -> int:
         return self.index

@@ -30,6 +30,7 @@ from jaxfeed.pipeline.iterators.base import BlockIterator
 from jaxfeed.pipeline.nodes.base import UNKNOWN, Node
 from jaxfeed.pipeline.options import effective_deterministic
 
+from .actors import unpack_block
 from .cluster import WorkerLost, connect
 from .modes import STATIC, ShardingPolicy
 
@@ -157,7 +158,7 @@ class StreamConsumer(_Consumer):
             w = live[self._turn % len(live)]
             self._request(w)
             try:
-                block = self.handle.get(self._pending.pop(w), "reading a block", worker=w)
+                block = unpack_block(self.handle.get(self._pending.pop(w), "reading a block", worker=w))
             except WorkerLost:
                 self.handle.get(self.handle.dispatcher.remove_worker.remote(w), "reporting a dead worker")
                 self._ended.add(w)
@@ -278,7 +279,7 @@ class SplitConsumer(_Consumer):
                 split = refs[ready[0]]
             w, ref = self._flight[split]
             try:
-                elements = self.handle.get(ref, f"processing split {split}", worker=w)
+                elements = unpack_block(self.handle.get(ref, f"processing split {split}", worker=w))
             except WorkerLost:
                 self._workers = [x for x in self._workers if x != w]
                 self.handle.get(self.handle.dispatcher.remove_worker.remote(w), "reporting a dead worker")

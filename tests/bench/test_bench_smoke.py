@@ -317,3 +317,16 @@ def test_the_image_section_measures_jaxfeed_ops_and_reports_tf_as_skipped_withou
     assert "jaxfeed.ops" in text and "not run" in text
     out = images.jaxfeed_transform(images.make_jpegs(1)[0], (0, 0))
     assert out.shape == (images.OUT, images.OUT, 3) and out.dtype == np.float32 and 0 <= out.min() <= out.max() <= 1
+
+
+def test_the_service_section_is_reported_or_skipped_with_its_reason():
+    from jaxfeed.bench import report
+
+    skipped = report.service_table({"status": "skipped", "reason": "ray is not installed"})
+    assert "skipped: ray is not installed" in "\n".join(skipped)
+    figures = {"status": "ok", "local_images_per_s": 100.0, "service_1_images_per_s": 150.0,
+               "service_2_images_per_s": 270.0, "scaling_2_vs_1": 1.8, "hop_us_per_element": 40.0,
+               "work_us_per_element": 5000.0, "split_size": 256,
+               "sizing": [{"devices": 8, "per_device": 2000.0, "worker_cores": 80, "consumer_core_fraction": 0.64}]}
+    text = "\n".join(report.service_table(figures))
+    assert "1.80x" in text and "80 worker cores" in text and "40 us" in text
