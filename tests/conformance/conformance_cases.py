@@ -12,7 +12,9 @@ The adapter offers:
 - ``t.ops``: the few array operations user functions need (``fill``, ``zeros``, ``cast``, ``shape0``,
   ``size``, ``size_bytes``, ``arange``, ``reduce_sum``, ``stack``, ``py_raise``), TensorFlow ops on one
   side and numpy on the other, so function bodies stay neutral;
-- ``t.files``: paths of the small input files ``make_files`` wrote (same bytes on both sides).
+- ``t.files``: paths of the small input files ``make_files`` wrote (same bytes on both sides);
+- ``t.experimental``: ``tf.data.experimental`` / ``jaxfeed.data.experimental``; ``t.scratch()``: a new empty
+  directory (for ``save`` and file caches).
 
 Only numpy and the standard library are imported here: the recorder runs with a Python that has
 TensorFlow but not jaxfeed, the test with jaxfeed but not TensorFlow.
@@ -2776,3 +2778,102 @@ def ckpt_fixed_length(t, np):
 @case("checkpoint", checkpoint=[2])
 def ckpt_scan_namedtuple(t, np):
     return t.Dataset.range(5).scan(Point(np.int64(0), np.int64(1)), lambda s, x: (Point(s.x + x, s.y), s.x))
+
+
+# ============================================================================ ignore_errors, assertions
+@case("ignore_errors")
+def ignore_errors_bad_crc(t, np):
+    return t.TFRecordDataset(t.files["badcrc.tfrecord"]).ignore_errors()
+
+
+@case("ignore_errors")
+def ignore_errors_truncated(t, np):
+    return t.TFRecordDataset([t.files["truncated.tfrecord"], t.files["c.tfrecord"]]).ignore_errors()
+
+
+@case("ignore_errors")
+def ignore_errors_map_error(t, np):
+    return t.Dataset.range(5).map(lambda x: t.ops.py_raise(x, 2)).ignore_errors()
+
+
+@case("ignore_errors")
+def ignore_errors_batch_shapes(t, np):
+    return t.Dataset.range(1, 6).map(lambda x: t.ops.fill([x // 2], x)).batch(2).ignore_errors()
+
+
+@case("ignore_errors")
+def ignore_errors_generator(t, np):
+    def gen():
+        yield 1
+        yield 2
+        raise ValueError("boom!")
+
+    return t.Dataset.from_generator(gen, output_signature=t.spec((), "int64")).ignore_errors()
+
+
+@case("ignore_errors")
+def ignore_errors_padded_batch_too_small(t, np):
+    ds = t.Dataset.range(1, 6).map(lambda x: t.ops.fill([x], x))
+    return ds.padded_batch(1, padded_shapes=[3]).ignore_errors()
+
+
+@case("ignore_errors")
+def ignore_errors_csv_bad_rows(t, np):
+    return t.CsvDataset(t.files["badint.csv"], [0]).ignore_errors()
+
+
+@case("misc")
+def assert_cardinality_ok(t, np):
+    return t.Dataset.range(3).filter(lambda x: True).apply(t.experimental.assert_cardinality(3))
+
+
+@case("errors")
+def assert_cardinality_too_few(t, np):
+    return t.Dataset.range(3).filter(lambda x: True).apply(t.experimental.assert_cardinality(5))
+
+
+@case("errors")
+def assert_cardinality_too_many(t, np):
+    return t.Dataset.range(3).filter(lambda x: True).apply(t.experimental.assert_cardinality(2))
+
+
+# ============================================================================ saved and cached datasets
+@case("save_cache")
+def save_load_dict(t, np):
+    path = t.scratch()
+    t.Dataset.from_tensor_slices({"b": [1, 2], "a": ["x", "y"]}).save(path)
+    return t.Dataset.load(path)
+
+
+@case("save_cache")
+def save_load_batched_tuple(t, np):
+    path = t.scratch()
+    t.Dataset.zip((t.Dataset.range(5), t.Dataset.range(5).map(lambda x: t.ops.cast(x, "float32")))).batch(2).save(path)
+    return t.Dataset.load(path)
+
+
+@case("save_cache")
+def cache_file_read_back(t, np):
+    prefix = t.scratch() + "/cache"
+    first = t.Dataset.range(4).map(lambda x: x * 2).cache(prefix)
+    for _ in first:
+        pass
+    return t.Dataset.range(4).map(lambda x: x * 2).cache(prefix)
+
+
+@case("save_cache")
+def cache_file_dict(t, np):
+    prefix = t.scratch() + "/cache"
+    first = t.Dataset.from_tensor_slices({"z": [1, 2], "a": ["p", "q"]}).cache(prefix)
+    for _ in first:
+        pass
+    return t.Dataset.from_tensor_slices({"z": [1, 2], "a": ["p", "q"]}).cache(prefix)
+
+
+@case("save_cache")
+def cache_file_is_used(t, np):
+    # the second dataset's input differs; reading the finished cache gives the first one's elements
+    prefix = t.scratch() + "/cache"
+    for _ in t.Dataset.range(3).cache(prefix):
+        pass
+    return t.Dataset.range(100, 103).cache(prefix)

@@ -15,6 +15,7 @@ in prose; keep the two in step).
   - ``{"cardinality": n}``; ``{"elements": [...]}`` (each element as ``leaf.tolist()`` / bytes, tuples
     for tuple elements); ``{"dtype": name}`` (of every leaf);
   - ``{"same_as_case": name}``: the same elements as another case's golden;
+  - ``{"keys": [...]}``: every element is a dict with these keys in this order;
   - ``{"dtypes": [name, ...]}``: the leaves' dtypes of every element, in order;
 - ``xfail``: the documented behaviour is not there yet (a finding): a strict xfail with this reason.
 """
@@ -57,6 +58,16 @@ DELIBERATE = {
         "jaxfeed": "TypeError naming the component (batch refuses dataset-valued components; use "
                    "flat_map/interleave)",
         "expect": {"raises": "TypeError", "when": "first_use"}},
+    "ignore_errors_bad_crc": {
+        "aspects": ["elements"], "source": "README (Formats)",
+        "tf": "ignore_errors() over a TFRecord file with a bad payload CRC ends that file at the bad record",
+        "jaxfeed": "skips just the bad record and reads on (the file's later good records are kept)",
+        "expect": {"elements": [b"ok0", b"ok1", b"ok3"]}},
+    "save_load_dict": {
+        "aspects": ["elements", "spec"], "source": "docs/deliberate-differences.md",
+        "tf": "Dataset.load gives dict elements with sorted keys (a, b)",
+        "jaxfeed": "the key order the saved dataset had (b, a)",
+        "expect": {"elements": [{"b": 1, "a": b"x"}, {"b": 2, "a": b"y"}], "keys": ["b", "a"]}},
     "rebatch_zero": {
         "aspects": ["elements", "spec", "cardinality"], "source": "README",
         "tf": "rebatch(0) yields empty batches forever",

@@ -82,7 +82,11 @@ def _fixed_length():
 
 
 class JaxfeedAdapter:
-    def __init__(self, files):
+    def __init__(self, files, scratch=None):
+        import tempfile
+
+        from jaxfeed.data import experimental
+
         self.Dataset = Dataset
         self.TFRecordDataset = formats.TFRecordDataset
         self.TextLineDataset = formats.TextLineDataset
@@ -93,6 +97,17 @@ class JaxfeedAdapter:
         self.UNKNOWN = UNKNOWN_CARDINALITY
         self.ops = NumpyOps
         self.files = files
+        self.experimental = experimental
+        self._scratch = scratch or tempfile.mkdtemp(prefix="conformance_scratch_")
+        self._made = 0
+
+    def scratch(self):
+        import os
+
+        self._made += 1
+        path = os.path.join(self._scratch, f"scratch{self._made}")
+        os.makedirs(path)
+        return path
 
     @staticmethod
     def dtype(name):

@@ -88,7 +88,7 @@ class TFOps:
 
 
 class TFAdapter:
-    def __init__(self, files):
+    def __init__(self, files, scratch):
         self.Dataset = tf.data.Dataset
         self.TFRecordDataset = tf.data.TFRecordDataset
         self.TextLineDataset = tf.data.TextLineDataset
@@ -99,6 +99,15 @@ class TFAdapter:
         self.UNKNOWN = int(tf.data.UNKNOWN_CARDINALITY)
         self.ops = TFOps
         self.files = files
+        self.experimental = tf.data.experimental
+        self._scratch = scratch
+        self._made = 0
+
+    def scratch(self):
+        self._made += 1
+        path = os.path.join(self._scratch, f"scratch{self._made}")
+        os.makedirs(path)
+        return path
 
     @staticmethod
     def dtype(name):
@@ -221,7 +230,7 @@ def main(argv=None):
     global FILES_DIR
     with tempfile.TemporaryDirectory() as tmp:
         FILES_DIR = os.path.join(tmp, "files")
-        t = TFAdapter(cases.make_files(FILES_DIR))
+        t = TFAdapter(cases.make_files(FILES_DIR), tmp)
         groups: dict[str, dict] = {}
         for c in cases.CASES:
             if args.only and c.name not in args.only:
