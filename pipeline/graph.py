@@ -155,7 +155,8 @@ def _hash_array(h, value: np.ndarray, depth: int) -> None:
         for name in value.dtype.names or ():
             _hash_array(h, np.ascontiguousarray(value[name]), depth + 1)
         return
-    _hash_bytes(h, memoryview(np.ascontiguousarray(flat)).cast("B"))
+    # bytes through a uint8 view: datetime64/timedelta64 cannot be exported as a buffer directly
+    _hash_bytes(h, memoryview(np.ascontiguousarray(flat).view(np.uint8)))
 
 
 def _hash_bytes(h, data) -> None:

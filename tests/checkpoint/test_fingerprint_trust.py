@@ -165,3 +165,16 @@ def test_stateful_marker_is_part_of_the_fingerprint():
     determinism.stateful(marked)
     assert graph.function_identity(plain) == graph.function_identity(marked)
     assert Dataset.range(3).map(plain).fingerprint() != Dataset.range(3).map(marked).fingerprint()
+
+
+@pytest.mark.parametrize("array", [np.array(["2020-01-01", "2021-06-30"], dtype="datetime64[D]"),
+                                   np.array([1, 2], dtype="timedelta64[s]"),
+                                   np.array([(1, 2.0), (3, 4.0)], dtype=[("a", "<i4"), ("b", "<f8")]),
+                                   np.array(["ab", "c"]), np.arange(12.0).reshape(3, 4)[:, ::2]], ids=str)
+def test_fingerprint_digests_arrays_of_every_plain_dtype(array):
+    h1, h2 = graph.hashlib.blake2b(), graph.hashlib.blake2b()
+    graph._hash_value(h1, array)
+    changed = array.copy()
+    changed[-1] = changed[0]
+    graph._hash_value(h2, changed)
+    assert h1.digest() != h2.digest()
