@@ -460,3 +460,14 @@ def test_sample_from_datasets_takes_its_spec_from_the_inputs_it_can_draw():
     ds = Dataset.sample_from_datasets([first, second], weights=[0.0, 1.0], seed=1)
     assert list(ds.element_spec) == ["a", "b"]
     assert [list(e) for e in values(ds)] == [["a", "b"]]
+
+
+def test_a_list_of_int_tuples_in_data_is_an_int32_array_as_in_tf():
+    """Tuples inside a list are rows of the array (they were float32 before: a silent dtype change)."""
+    got = values(Dataset.from_tensor_slices([(1, 2), (3, 4)]))
+    assert_element_equal(got[1], np.array([3, 4], np.int32))
+
+
+def test_an_inner_list_of_dicts_in_a_function_result_raises_type_error():
+    with pytest.raises(TypeError, match="list holds a dict"):
+        values(Dataset.range(1).map(lambda x: {"a": [{"k": 1}]}))
