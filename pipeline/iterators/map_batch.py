@@ -21,7 +21,7 @@ import numpy as np
 from .. import structure
 from ..options import effective_deterministic
 from . import autotune
-from .base import Iterator, finalizing, indices_exactly, take_exactly
+from .base import Iterator, finalizing
 from .batch import stack_fast, stack_leaf_fast
 from .blocks import Failure, drop_args, normalize_results, run_block
 from .map import node_seeds, rng_factory
@@ -46,6 +46,43 @@ def _map_block(fn, elements, stacked, unpack, label, position, extra, vectorized
             pass
     results, failed = run_block(fn, elements, unpack, label, position, extra)
     return _as_batch(results, failed, label, what, position) + (time.perf_counter() - t0,)
+
+
+def take_until_error(it, n):
+    """(up to ``n`` elements of ``it``, None), fewer only at the end; or (the elements before an error, the
+    error) when ``it`` raised after them."""
+    out = []
+    try:
+        out = it.next_many(n)
+        while out and len(out) < n:
+            more = it.next_many(n - len(out))
+            if not more:
+                break
+            out.extend(more)
+    except Exception as e:  # noqa: BLE001 - raised by the consumer in its place
+        return out, e
+    return out, None
+
+
+def indices_until_error(it, n):
+    """``take_until_error`` for an index stream: (up to ``n`` indices, None) or (those before an error, it)."""
+    parts, got = [], 0
+    try:
+        while got < n:
+            idx = it.next_indices(n - got)
+            if len(idx) == 0:
+                break
+            parts.append(idx)
+            got += len(idx)
+    except Exception as e:  # noqa: BLE001 - raised by the consumer in its place
+        return _joined(parts), e
+    return _joined(parts), None
+
+
+def _joined(parts):
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts) if parts else np.empty(0, np.int64)
 
 
 def _as_batch(results, failed, label, what, position):
@@ -98,27 +135,39 @@ class MapBatchIterator(Iterator):
 
     # ------------------------------------------------------------------ producing blocks
     def _pull(self, n):
-        """(elements, the same stacked or None, position of the first): up to ``n`` input elements.
+        """(elements, the same stacked or None, position of the first, input error or None): up to ``n``
+        input elements, fewer only at the end or when the input raised after them (the error is returned, to
+        be raised in its place: after the batches before it, as the plain graph does).
 
         Over an index stream the batch is gathered once; a plain array batch is iterated directly (its rows
         are the elements) and a vectorized map gets it as is, with no per-element work at all."""
         position = self._position
         source = self.input.index_source
+        error = None
         if source is not None:
-            idx = indices_exactly(self.input, n)
+            idx, error = indices_until_error(self.input, n)
             if len(idx) == 0:
-                return [], None, position
+                return [], None, position, error
             stacked = source.gather(idx)
             elements = stacked if type(stacked) is np.ndarray else structure.unstack_rows(stacked, len(idx))
         else:
-            elements, stacked = take_exactly(self.input, n), None
+            (elements, error), stacked = take_until_error(self.input, n), None
         self._position += len(elements)
-        return elements, stacked, position
+        return elements, stacked, position, error
 
-    def _run(self, elements, stacked, position):
-        unpack = type(elements[0]) is tuple
-        return _map_block(self._fn, elements, stacked, unpack, self._label, position, self._extra,
-                          self._vectorized, self._what)
+    def _run(self, elements, stacked, position, error=None):
+        if len(elements):
+            unpack = type(elements[0]) is tuple
+            batch, results, seconds = _map_block(self._fn, elements, stacked, unpack, self._label, position,
+                                                 self._extra, self._vectorized, self._what)
+        else:
+            batch, results, seconds = None, [], 0.0
+        if error is None:
+            return batch, results, seconds
+        # The input raised after these elements: in the plain graph the map has mapped them and the batch
+        # they began fails with the error. As rows with a failure after them, the carry does just that.
+        rows = list(results) if batch is None else structure.unstack_rows(batch, structure.batched_len(batch))
+        return None, rows + [Failure(error)], seconds
 
     def _run_first(self, elements, stacked, position):
         """The first batch, built on the consumer thread with no hand-off (time to first batch).
@@ -153,30 +202,33 @@ class MapBatchIterator(Iterator):
     def _next_block(self):
         """The next mapped block of up to ``b`` elements: (batch, None) or (None, results); None at the end."""
         if not self._parallel:
-            elements, stacked, position = self._pull(self._size)
-            if not len(elements):
+            elements, stacked, position, error = self._pull(self._size)
+            if not len(elements) and error is None:
                 return None
-            batch, results, seconds = self._run(elements, stacked, position)
+            batch, results, seconds = self._run(elements, stacked, position, error)
             return batch, results
         if self._pool is None:
             self._pool = TunedPool(self.workers, self._tuner.value if self._tuner else self.workers,
                                    "jaxfeed-mapbatch")
             if not self._inflight and not self._done:  # the first batch: see _run_first
-                elements, stacked, position = self._pull(self._size)
-                if not len(elements):
+                elements, stacked, position, error = self._pull(self._size)
+                if not len(elements) and error is None:
                     self._done = True
                     return None
-                batch, results, seconds = self._run_first(elements, stacked, position)
+                if error is None:
+                    batch, results, seconds = self._run_first(elements, stacked, position)
+                else:
+                    batch, results, seconds = self._run(elements, stacked, position, error)
                 self.work_seconds += seconds
                 return batch, results
         limit = 2 * (self._tuner.value if self._tuner is not None else self.workers)
         while not self._done and len(self._inflight) < limit:
-            elements, stacked, position = self._pull(self._size)
-            if not len(elements):
+            elements, stacked, position, error = self._pull(self._size)
+            if not len(elements) and error is None:
                 self._done = True
                 break
-            fut = self._pool.submit(self._run, elements, stacked, position)
-            fut.args = (elements, stacked, position)  # to build it here if no worker started it when due
+            fut = self._pool.submit(self._run, elements, stacked, position, error)
+            fut.args = (elements, stacked, position, error)  # to build it here if no worker started it when due
             fut.add_done_callback(drop_args)
             self._inflight.append(fut)
         if not self._inflight:

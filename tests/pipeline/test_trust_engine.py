@@ -273,3 +273,36 @@ def test_an_iterator_freed_at_interpreter_exit_never_blocks_the_exit(tmp_path):
         assert p.returncode == 0, err
         assert "Traceback" not in err and "Exception ignored" not in err, err
     assert not hung, f"runs hung at exit: {hung}"
+
+
+# ------------------------------------------------------------------ input errors under the fused map+batch
+def keep_but_17(x):
+    if x == 17:
+        raise ValueError("input error at 17")
+    return True
+
+
+def outcome(ds):
+    """Everything iterating ``ds`` gives, an error as the string 'error: ...', in order."""
+    it, out = iter(ds), []
+    while True:
+        try:
+            out.append(np.asarray(next(it)).tolist())
+        except StopIteration:
+            return out
+        except ValueError as e:
+            out.append(f"error: {e}")
+
+
+@pytest.mark.parametrize("npc", [None, 2, AUTOTUNE])
+def test_the_fused_map_and_batch_raises_an_input_error_where_the_plain_graph_does(npc):
+    # before: a parallel fused stage raised it while filling its batches in flight, ahead of the batches
+    # before it; the elements of the batch it cut short are dropped (TF's batch), the next batch follows
+    fused = Dataset.range(40).filter(keep_but_17).map(lambda x: x * 2, num_parallel_calls=npc).batch(4)
+    plain = fused.with_options(no_fusion())
+    before = [[2 * x for x in range(k, k + 4)] for k in range(0, 16, 4)]
+    after = [[2 * x for x in range(k, min(k + 4, 40))] for k in range(18, 40, 4)]  # 16 went with the error
+    expected = before + ["error: input error at 17"] + after
+    assert outcome(plain) == expected
+    assert outcome(fused) == expected
+    assert as_ints(fused.ignore_errors()) == [b for b in expected if not isinstance(b, str)]
