@@ -56,6 +56,10 @@ def _restore_tree(it, root_state) -> None:
         raise unfit_state_error(e) from e
 
 
+def _refuse_closed(*_):
+    raise FailedPreconditionError("The iterator is closed.", "iterator")
+
+
 class DatasetIterator:
     def __init__(self, dataset, state: dict | None = None, options=None, auto_shard=None):
         self._dataset = dataset
@@ -185,6 +189,10 @@ class DatasetIterator:
         try:
             if self._it is not None:
                 self._it.close()
+                # From now on the tree refuses to run: its threads and processes are gone, and running it
+                # again would wait forever for them (prefetch) or go on past the elements they held (maps).
+                # Shadowing the root's methods costs the per-element path nothing, unlike a flag check.
+                self._it.next = self._it.next_many = _refuse_closed
         finally:
             self._ctx.close()
 

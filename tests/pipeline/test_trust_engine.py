@@ -306,3 +306,19 @@ def test_the_fused_map_and_batch_raises_an_input_error_where_the_plain_graph_doe
     assert outcome(plain) == expected
     assert outcome(fused) == expected
     assert as_ints(fused.ignore_errors()) == [b for b in expected if not isinstance(b, str)]
+
+
+# ------------------------------------------------------------------ a closed iterator
+@pytest.mark.parametrize("make", [
+    lambda: Dataset.range(1000).prefetch(2),  # before: waited forever for its stopped producer
+    lambda: Dataset.range(1000).map(lambda x: x, num_parallel_calls=2),  # before: went on past its lost blocks
+    lambda: Dataset.range(1000).map(abs, num_parallel_calls=2, executor="process"),
+], ids=["prefetch", "thread map", "process map"])
+def test_a_closed_iterator_refuses_to_go_on(make):
+    it = iter(make())
+    assert [int(next(it)) for _ in range(2)] == [0, 1]
+    it.close()
+    got, error = consume_with_a_hang_guard(it)
+    assert got == [] and isinstance(error, errors.FailedPreconditionError) and "closed" in str(error)
+    with pytest.raises(errors.FailedPreconditionError):
+        it.next_many(4)
