@@ -63,11 +63,6 @@ DELIBERATE = {
         "tf": "ignore_errors() over a TFRecord file with a bad payload CRC ends that file at the bad record",
         "jaxfeed": "skips just the bad record and reads on (the file's later good records are kept)",
         "expect": {"elements": [b"ok0", b"ok1", b"ok3"]}},
-    "save_load_dict": {
-        "aspects": ["elements", "spec"], "source": "docs/deliberate-differences.md",
-        "tf": "Dataset.load gives dict elements with sorted keys (a, b)",
-        "jaxfeed": "the key order the saved dataset had (b, a)",
-        "expect": {"elements": [{"b": 1, "a": b"x"}, {"b": 2, "a": b"y"}], "keys": ["b", "a"]}},
     "rebatch_zero": {
         "aspects": ["elements", "spec", "cardinality"], "source": "README",
         "tf": "rebatch(0) yields empty batches forever",

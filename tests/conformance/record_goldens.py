@@ -18,6 +18,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
@@ -222,6 +223,15 @@ def record_case(c, t, tmp):
     return out
 
 
+CASE_TIMEOUT_S = 120
+
+
+def _hung(name):
+    print(f"case {name} did not finish in {CASE_TIMEOUT_S} s (does tf.data hang on it?); nothing written",
+          flush=True)
+    os._exit(3)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="record only these cases (merged into the existing files)")
@@ -235,7 +245,13 @@ def main(argv=None):
         for c in cases.CASES:
             if args.only and c.name not in args.only:
                 continue
-            record = record_case(c, t, tmp)
+            # tf.data can hang on a case (ignore_errors over a missing file retries it forever): name it
+            watchdog = threading.Timer(CASE_TIMEOUT_S, _hung, (c.name,))
+            watchdog.start()
+            try:
+                record = record_case(c, t, tmp)
+            finally:
+                watchdog.cancel()
             groups.setdefault(c.group, {})[c.name] = record
             state = record["build_error"] and "build error " + record["build_error"]["class"] or (
                 f"{len(record['elements'])} elements" + (f", then {record['iter_error']['class']}"
