@@ -199,3 +199,17 @@ def test_the_determinism_checker_sees_across_the_service_boundary(service):
     assert not report.deterministic
     assert "ServiceDataset" in report.culprit
     assert "Map(map_func=" in report.culprit_hint and "unseeded" in report.culprit_hint
+
+
+def test_a_service_dataset_feeds_a_mirrored_strategy(service):
+    import jax
+
+    from jaxfeed.distribute import MirroredStrategy
+
+    strategy = MirroredStrategy(jax.local_devices()[:2])
+    ds = Dataset.range(64).map(lambda x: np.float32(x)).apply(
+        svc.distribute("distributed_epoch", service, split_size=16)).batch(8)
+    dist = strategy.experimental_distribute_dataset(ds)
+    total = sum(float(strategy.reduce("SUM", strategy.run(lambda x: x.sum(), args=(step,)), axis=None))
+                for step in dist)
+    assert total == sum(range(64))
