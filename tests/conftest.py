@@ -13,9 +13,12 @@ from jaxfeed.pipeline import random_seed  # noqa: E402
 
 @pytest.fixture(autouse=True)
 def _reset_global_seed():
-    """Tests must not leak a global seed (or determinism mode) into each other."""
+    """Tests must not leak a global seed (or determinism mode, or debug mode) into each other."""
     yield
     random_seed.set_global_seed(None)
+    from jaxfeed.pipeline.passes import debug_mode
+
+    debug_mode.disable_debug_mode()
     try:
         from jaxfeed.determinism import config
 
