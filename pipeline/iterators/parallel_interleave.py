@@ -41,6 +41,7 @@ import time
 
 from ..options import effective_deterministic
 from . import autotune
+from .base import finalizing
 from .interleave import Slot, SlotCycle
 
 JOIN_TIMEOUT = 30
@@ -280,6 +281,10 @@ class ParallelInterleaveIterator(SlotCycle):
 
     # ------------------------------------------------------------------ lifetime
     def _stop_workers(self):
+        if finalizing():  # no lock, no join: a reader stopped for good may hold the lock (base.finalizing)
+            self._closed = True
+            self._threads = []
+            return
         with self._lock:
             self._closed = True
             self._tasks.clear()

@@ -215,6 +215,7 @@ def test_prefetch_raises_again_after_an_interrupt_instead_of_waiting_forever():
 
 # ------------------------------------------------------------------ exit
 EXIT_PROGRAM = textwrap.dedent("""
+    import itertools
     import sys
     from jaxfeed.pipeline import Dataset
 
@@ -227,6 +228,13 @@ EXIT_PROGRAM = textwrap.dedent("""
         for i in range(3000):  # holds the GIL: the workers are busy when the interpreter exits
             s += i
         return x
+
+    calls = itertools.count()
+
+    def g(x):  # as f, failing at its 400th call (an interleave's readers run many inputs at once)
+        if next(calls) == 400:
+            raise ValueError("boom")
+        return f(x + 1000)
 
     class Holder:
         pass
@@ -250,6 +258,8 @@ EXIT_PROGRAM = textwrap.dedent("""
         leave_in_a_cycle(base.map(f, num_parallel_calls=8).batch(4))
     elif kind == "prefetch":
         leave_in_a_cycle(base.map(f, num_parallel_calls=8).prefetch(8))
+    elif kind == "interleave":
+        leave_in_a_cycle(base.interleave(lambda x: Dataset.range(50).map(g), cycle_length=8, num_parallel_calls=8))
 """)
 
 
@@ -260,7 +270,7 @@ def test_an_iterator_freed_at_interpreter_exit_never_blocks_the_exit(tmp_path):
     program.write_text(EXIT_PROGRAM)
     runs = [subprocess.Popen([sys.executable, str(program), kind], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
-            for kind in ("map", "autotune", "map_batch", "prefetch") for _ in range(2)]
+            for kind in ("map", "autotune", "map_batch", "prefetch", "interleave") for _ in range(2)]
     hung = []
     for p in runs:
         try:
