@@ -262,6 +262,7 @@ def test_damaged_framing_and_random_bytes_raise_documented_errors(data):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # 20,000 examples take minutes on a busy 2-core machine
 @LONG
 @given(st.data())
 def test_long_fuzz_of_headers(data):
@@ -269,6 +270,7 @@ def test_long_fuzz_of_headers(data):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # 20,000 examples take minutes on a busy 2-core machine
 @LONG
 @given(st.data())
 def test_long_fuzz_of_bytes(data):
@@ -276,6 +278,7 @@ def test_long_fuzz_of_bytes(data):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # 20,000 examples take minutes on a busy 2-core machine
 @LONG
 @given(st.data())
 def test_long_fuzz_of_framing(data):
