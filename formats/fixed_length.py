@@ -10,11 +10,13 @@ next record in the uncompressed stream), as for the other readers.
 
 from __future__ import annotations
 
+import os
+
 from jaxfeed.pipeline import errors
 from jaxfeed.pipeline.dataset import Dataset
 from jaxfeed.pipeline.nodes.common import check_int
 
-from . import fs
+from . import fs, remote
 from .reader import FileReaderNode, FileRecordsIterator, check_parallel_reads, filenames_node, parallel_reads
 
 # Records per read: large enough that per-block work is small against the copy, bounded so a block of huge
@@ -26,8 +28,9 @@ class FixedLengthRecordReader(FileReaderNode):
     kind = "FixedLengthRecordDataset"
 
     def __init__(self, filenames, record_bytes, header_bytes=0, footer_bytes=0, buffer_size=None,
-                 compression_type=""):
+                 compression_type="", storage_options=None):
         super().__init__((filenames,))
+        self.remote_options = remote.RemoteOptions(storage_options, "FixedLengthRecordDataset")  # not a param
         self.record_bytes = record_bytes
         self.header_bytes = header_bytes
         self.footer_bytes = footer_bytes
@@ -113,36 +116,23 @@ class FixedLengthRecordIterator(FileRecordsIterator):
     def open_file(self, name, offset):
         node = self.node
         start = node.header_bytes if offset is None else offset
+        stream = fs.open_stream(name, node.compression_type, start, node.remote_options)
         file_size = None
-        if not node.compression_type:
-            file_size = _size(name)
-        stream = fs.open_stream(name, node.compression_type, start)
+        if not node.compression_type:  # the body's length is known before the first record
+            local = fs._local(name)
+            file_size = os.path.getsize(local) if local is not None else getattr(stream, "size", None)
         return FixedLengthSource(stream, name, start, node, file_size)
-
-
-def _size(name: str) -> int:
-    local = fs._local(name)
-    try:
-        if local is not None:
-            import os
-
-            return os.path.getsize(local)
-        import fsspec
-
-        fsys, path = fsspec.core.url_to_fs(name)
-        return int(fsys.size(path))
-    except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
-        raise fs._not_found(name, e) from e
 
 
 class FixedLengthRecordDataset(Dataset):
     """``tf.data.FixedLengthRecordDataset(filenames, record_bytes, header_bytes=None, footer_bytes=None,
-    buffer_size=None, compression_type=None, num_parallel_reads=None)``."""
+    buffer_size=None, compression_type=None, num_parallel_reads=None)``; ``storage_options`` (jaxfeed) as
+    for ``TFRecordDataset``."""
 
     __slots__ = ()
 
     def __init__(self, filenames, record_bytes, header_bytes=None, footer_bytes=None, buffer_size=None,
-                 compression_type=None, num_parallel_reads=None, name=None):
+                 compression_type=None, num_parallel_reads=None, name=None, *, storage_options=None):
         what = "FixedLengthRecordDataset"
         names = filenames_node(filenames, what)
         record_bytes = check_int(record_bytes, "record_bytes", what)
@@ -156,12 +146,13 @@ class FixedLengthRecordDataset(Dataset):
                 raise errors.InvalidArgumentError(f"{what}: `{arg}` must be >= {low}, got {value}.", what)
         reads = check_parallel_reads(num_parallel_reads, what)
         compression_type = fs.check_compression(compression_type, what)
-        args = (record_bytes, header_bytes, footer_bytes, buffer_size, compression_type)
+        args = (record_bytes, header_bytes, footer_bytes, buffer_size, compression_type, storage_options)
         if reads is None:
             node = FixedLengthRecordReader(names, *args)
         else:
             node = parallel_reads(Dataset(names), lambda f: FixedLengthRecordDataset(
-                f, record_bytes, header_bytes, footer_bytes, buffer_size, compression_type), reads)._node
+                f, record_bytes, header_bytes, footer_bytes, buffer_size, compression_type,
+                storage_options=storage_options), reads)._node
         if name is not None:
             node.name = str(name)
         super().__init__(node)
