@@ -7,7 +7,8 @@ is killed the moment it next wants the GIL; killing it inside JAX's C++ frames a
 or while it was reporting an uncaught exception.
 
 So every iterator that starts a thread registers here, and a hook run by ``threading``'s shutdown (before
-any ``atexit`` handler, JAX's included, and before the interpreter starts finalizing) halts them all:
+any ``atexit`` handler, JAX's included, and before the interpreter starts finalizing) waits for the
+program's other non-daemon threads (as the interpreter does next; one may still be iterating) and halts them all:
 the threads are stopped and joined, the steps they had placed on the devices go back to host memory.
 A thread blocked in its input pipeline (a source that never answers) is waited for ``EXIT_WAIT_S`` at most:
 exit never hangs on it.
@@ -17,6 +18,7 @@ may still iterate or save state).
 
 from __future__ import annotations
 
+import atexit
 import sys
 import threading
 import time
@@ -46,15 +48,29 @@ def track(iterator) -> None:
         if not _registered:
             try:
                 threading._register_atexit(_halt_all)  # runs before atexit handlers and finalization
-            except RuntimeError:  # already shutting down: the caller reads on its own thread
-                _exiting.set()
+            except RuntimeError:
+                # threading's shutdown has begun (the main thread returned while this one goes on): the
+                # interpreter joins the non-daemon threads next, then runs atexit handlers -- the last
+                # moment before finalization, and registered after JAX's, so run before them
+                atexit.register(_halt_all)
             _registered = True
+
+
+def _wait_for_other_threads() -> None:
+    """Join the program's other non-daemon threads first, as the interpreter would right after this hook:
+    one of them may still be iterating (a training loop on a thread of its own), and halting its iterator
+    under it would lose the steps in flight."""
+    me = threading.current_thread()
+    for t in threading.enumerate():
+        if t is not me and not t.daemon and t.is_alive():
+            t.join()
 
 
 def _halt_all() -> None:
     """Stop every live iterator's thread (all at once, then wait for each, EXIT_WAIT_S in all). A thread
     still running at the deadline is waiting on its input pipeline (a source that blocks): exit goes on
     without it -- it is not inside JAX, since placing a step takes no time to speak of -- and stderr says so."""
+    _wait_for_other_threads()
     _exiting.set()
     with _lock:
         iterators = list(_live)

@@ -5,7 +5,8 @@ or a few, and then lets Python exit with the iterator's prefetch thread still ru
 KIND: "from_function" (issue 15's reproduction), "per_replica" (PER_REPLICA input, one pipeline per replica),
 "dataset" (experimental_distribute_dataset), "host" (experimental_fetch_to_device=False), "uncaught" (a
 training loop of ``run`` steps ended by an uncaught exception: exit status 1), "blocked_source" (the thread
-waits in a source that never answers), "multi_worker" (run under
+waits in a source that never answers), "consumer_thread" / "late_consumer_thread" (the main thread returns
+while a non-daemon thread iterates to the end: after its first step / at once), "multi_worker" (run under
 TF_CONFIG by the cluster harness: each worker takes a step and exits normally).
 """
 
@@ -67,6 +68,24 @@ def main(kind):
         ds = Dataset.from_generator(rows, output_signature=TensorSpec((4,), np.float32)).batch(1)
         it = iter(strategy.experimental_distribute_dataset(ds))
         next(it)
+    elif kind in ("consumer_thread", "late_consumer_thread"):
+        # the main thread ends while another (non-daemon) thread still trains: after that thread's first step
+        # (its iterator's thread started before exit began), or at once (started while exiting)
+        import threading
+
+        dist = strategy.experimental_distribute_dataset(Dataset.range(400).batch(8))
+        started = threading.Event()
+
+        def train():
+            steps = 0
+            for _ in dist:
+                steps += 1
+                started.set()
+            print(f"the training thread consumed {steps} steps", flush=True)
+
+        threading.Thread(target=train, name="training-loop").start()
+        if kind == "consumer_thread":
+            started.wait()
     elif kind == "uncaught":
         dist = strategy.distribute_datasets_from_function(
             lambda c: Dataset.from_tensor_slices(np.arange(1000, dtype=np.float32)).repeat().batch(16))

@@ -23,7 +23,10 @@ HANG_GUARD_S = 180  # a hang guard only: a run takes a few seconds
 # kind -> expected exit status. "from_function" is the reproduction, "per_replica" aborted in every
 # run before the fix; the others cover the remaining iterator kinds (and the uncaught-exception exit).
 # "blocked_source": exit waits a bounded time for a thread stuck in its input pipeline, then goes on.
-KINDS = {"from_function": 0, "per_replica": 0, "dataset": 0, "host": 0, "uncaught": 1, "blocked_source": 0}
+# "consumer_thread", "late_consumer_thread": a non-daemon thread still iterating when the main thread returns
+# gets every step (nothing is halted under it).
+KINDS = {"from_function": 0, "per_replica": 0, "dataset": 0, "host": 0, "uncaught": 1, "blocked_source": 0,
+         "consumer_thread": 0, "late_consumer_thread": 0}
 
 
 def run_exit_task(kind):
@@ -45,6 +48,8 @@ def assert_clean_exits(kind, runs):
             assert "RuntimeError: the training loop failed (on purpose)" in log, log[-3000:]
         elif kind == "blocked_source":
             assert "did not stop within 2s at exit" in log, log[-3000:]
+        elif kind.endswith("consumer_thread"):
+            assert "the training thread consumed 50 steps" in log, log[-3000:]  # 400 / 8: none lost
         else:
             assert "took a step" in log, log[-3000:]
 
