@@ -31,7 +31,10 @@ SCRIPTS = {"train_mlp.py": ["--devices", "2", "--steps", "3"]}
 SLOW_SCRIPTS = {
     "flax_optax_training.py": ["--devices", "2", "--steps", "3"],  # ~7 s of CPU: flax, optax, orbax imports
     "bench_distribute.py": ["--devices", "2", "--steps", "20", "--repeats", "1", "--feed-mb", "4"],
+    "service_demo.py": ["--elements", "2000"],  # starts a local Ray instance
 }
+# optional extras a script needs: skipped (not failed) where they are not installed
+NEEDS = {"flax_optax_training.py": ("flax", "optax", "orbax.checkpoint"), "service_demo.py": ("ray",)}
 # run, several times over, by tests/test_tutorial_examples.py (which also checks their numbers)
 COVERED_ELSEWHERE = {"custom_training_tutorial.py", "distributed_input_tutorial.py"}
 
@@ -118,4 +121,6 @@ def test_an_example_script_runs_and_exits_cleanly(name, args):
     path = os.path.join(ROOT, "examples", name)
     if not os.path.exists(path):
         pytest.skip(f"{name} is gone")
+    for module in NEEDS.get(name, ()):
+        pytest.importorskip(module)
     run([sys.executable, path, *args], name)
