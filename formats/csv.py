@@ -14,6 +14,8 @@ final ``zip`` into row tuples is per row (and runs in C). The file is decompress
 
 from __future__ import annotations
 
+import csv
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -40,11 +42,16 @@ def _column_type(entry):
         if dtype not in _ARROW_TYPES:
             raise TypeError(f"CsvDataset: unsupported column type {entry!r}")
         return dtype, None
-    if isinstance(entry, (list, tuple, np.ndarray)):
-        values = list(np.asarray(entry, dtype=object).reshape(-1))
-        if len(values) != 1:
+    if isinstance(entry, np.ndarray):  # a numpy default keeps its dtype: [7] as int64 stays int64
+        if entry.size != 1:
             raise ValueError(f"CsvDataset: a record_defaults entry must be a type or one value, got {entry!r}")
-        entry = values[0]
+        entry = entry.reshape(-1)[0]
+    elif isinstance(entry, (list, tuple)):
+        if len(entry) != 1:
+            raise ValueError(f"CsvDataset: a record_defaults entry must be a type or one value, got {entry!r}")
+        entry = entry[0]
+        if isinstance(entry, np.ndarray):
+            return _column_type(entry)
     if isinstance(entry, (str, bytes, np.str_, np.bytes_)):
         return np.dtype(object), entry.encode("utf-8") if isinstance(entry, str) else bytes(entry)
     value = structure.to_array(entry, "record_defaults entry")
@@ -105,16 +112,23 @@ class CsvSource:
                                                  quote_char='"' if node.use_quote_delim else False)
         self._indices = self._column_indices(buffer)
         types = {f"f{i}": _ARROW_TYPES[d] for i, (d, _) in zip(self._indices, node.columns)}
+        self._pending = None
+        self._data = data
+        self._rows = None  # the row-by-row reader, once a block failed to parse (see _row_mode)
         try:
             self._reader = pacsv.open_csv(
                 buffer, read_options=self._read_options, parse_options=self._parse_options,
                 convert_options=pacsv.ConvertOptions(column_types=types, include_columns=list(types),
                                                      null_values=[node.na_value], strings_can_be_null=True,
                                                      quoted_strings_can_be_null=False))
-        except (pa.ArrowInvalid, KeyError) as e:  # ArrowKeyError: a selected column the file lacks
+        except KeyError as e:  # ArrowKeyError: a selected column the file lacks
             raise self._error(str(e)) from None
-        self._pending = None
-        while self._row < row:  # restore: parse again and skip the rows already delivered
+        except pa.ArrowInvalid:  # a bad field in the first block: find its row (the rows before it come first)
+            self._row_mode()
+        if self._rows is None and node.select_cols is None and node.exclude_cols is None and \
+                self._width() != len(node.columns):
+            self._row_mode()  # rows wider or narrower than record_defaults: an error at the first such row
+        while self._row < row and self._rows is None:  # restore: parse again, skip the rows delivered
             batch = self._next_batch()
             if batch is None:
                 break
@@ -122,6 +136,86 @@ class CsvSource:
             self._row += skip
             if skip < batch.num_rows:
                 self._pending = batch.slice(skip)
+        if self._rows is not None:
+            for _ in range(row - self._row):
+                if next(self._rows, None) is None:
+                    break
+                self._row += 1
+
+    def _width(self) -> int:
+        try:  # the first block's width
+            return len(pacsv.open_csv(pa.py_buffer(self._data), read_options=self._read_options,
+                                      parse_options=self._parse_options).schema)
+        except pa.ArrowInvalid:
+            return len(self._node.columns)  # let the reader report it, with its row
+
+    # ------------------------------------------------------------------ row by row (the error path)
+    def _row_mode(self):
+        """Parse the rest of the file one row at a time, from row ``self._row``: pyarrow reports a bad
+        field for a whole block, TF for its row -- with the rows before it delivered and, under
+        ``ignore_errors``, only that row skipped. Only files with a bad row take this (slower) path."""
+        node = self._node
+        text = self._data.decode("utf-8", "surrogateescape").splitlines()
+        reader = csv.reader(text, delimiter=node.field_delim,
+                            quoting=csv.QUOTE_MINIMAL if node.use_quote_delim else csv.QUOTE_NONE)
+        rows = (r for r in reader if r)  # blank lines are skipped, as pyarrow skips them
+        if node.header:
+            next(rows, None)
+        for _ in range(self._row):
+            next(rows, None)
+        self._rows = rows
+        self._pending = None
+
+    @property
+    def can_continue(self) -> bool:
+        return self._rows is not None  # after a bad row, the next row is read
+
+    def _convert_row(self, fields, row: int) -> tuple:
+        node = self._node
+        width = len(fields)
+        if node.select_cols is None and node.exclude_cols is None and width != len(node.columns):
+            more = "more" if width > len(node.columns) else "fewer"
+            raise self._error(f"Expect {len(node.columns)} fields but have {more} in record", row)
+        out = []
+        for j, (index, (dtype, default)) in enumerate(zip(self._indices, node.columns)):
+            if index >= width:
+                raise self._error(f"Expect at least {index + 1} fields but have {width} in record", row)
+            field = fields[index]
+            if field == node.na_value or (field == "" and dtype != np.dtype(object)):
+                if default is None:
+                    raise self._error(f"Field {j} (column {index}) is required but missing", row)
+                out.append(np.asarray(default, dtype=dtype)[()] if dtype != np.dtype(object) else default)
+                continue
+            out.append(self._parse_field(field, dtype, j, index, row))
+        return tuple(out)
+
+    def _parse_field(self, field: str, dtype, j: int, index: int, row: int):
+        if dtype == np.dtype(object):
+            return field.encode("utf-8", "surrogateescape")
+        try:
+            if dtype.kind == "i":
+                value = int(field.strip(), 10)
+                info = np.iinfo(dtype)
+                if not info.min <= value <= info.max:
+                    raise ValueError
+                return dtype.type(value)
+            return dtype.type(float(field))
+        except ValueError:
+            raise self._error(f"Field {j} (column {index}) in record is not a valid {dtype.name}: {field!r}",
+                              row) from None
+
+    def _read_rows(self):
+        out, start = [], self._row
+        for fields in self._rows:
+            try:
+                out.append(self._convert_row(fields, self._row))
+            except InvalidArgumentError as error:
+                self._row += 1  # the next read goes on after the bad row
+                return out, np.arange(start, start + len(out), dtype=np.int64), error
+            self._row += 1
+            if len(out) >= 1024:
+                break
+        return out, np.arange(start, start + len(out), dtype=np.int64), None
 
     def _column_indices(self, buffer):
         node = self._node
@@ -158,18 +252,24 @@ class CsvSource:
         return self._row
 
     def read_block(self):
+        if self._rows is not None:
+            return self._read_rows()
         batch, self._pending = self._pending, None
         if batch is None:
-            batch = self._next_batch()
+            try:
+                batch = self._next_batch()
+            except InvalidArgumentError:
+                self._row_mode()  # a bad field in this block: find its row, deliver the rows before it
+                return self._read_rows()
         if batch is None or batch.num_rows == 0:
             return [], np.empty(0, dtype=np.int64), None
         columns = []
         for j, (index, (dtype, default)) in enumerate(zip(self._indices, self._node.columns)):
             col = batch.column(f"f{index}")
             if col.null_count:
-                if default is None:
-                    row = self._row + int(np.argmax(col.is_null().to_numpy(zero_copy_only=False)))
-                    raise self._error(f"Field {j} (column {index}) is required but missing", row)
+                if default is None:  # the rows before the missing field first, then its error
+                    self._row_mode()
+                    return self._read_rows()
                 col = pc.fill_null(col, pa.scalar(default, _ARROW_TYPES[dtype]))
             columns.append(col.to_numpy(zero_copy_only=False).astype(dtype, copy=False))
         rows = list(zip(*columns))

@@ -539,7 +539,10 @@ def to_array(value, what: str = "value") -> np.ndarray | np.generic:
         return np.bool_(value)
     if isinstance(value, numbers.Integral):
         v = int(value)
-        return np.int32(v) if _INT32_MIN <= v <= _INT32_MAX else np.int64(v)
+        if _INT32_MIN <= v <= _INT32_MAX:
+            return np.int32(v)
+        _check_int64(v, what)
+        return np.int64(v)
     if isinstance(value, numbers.Real):
         return np.float32(value)
     if isinstance(value, (bytes, str)):
@@ -549,6 +552,14 @@ def to_array(value, what: str = "value") -> np.ndarray | np.generic:
     if value is None:
         raise ValueError(f"Cannot convert None {what} to an array.")
     raise TypeError(f"Cannot convert {what} of type {type(value).__name__} to an array: {value!r:.80}")
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _check_int64(v: int, what: str) -> None:
+    if not _INT64_MIN <= v <= _INT64_MAX:  # numpy would raise OverflowError; TF raises ValueError
+        raise ValueError(f"Can't convert Python sequence with out-of-range integer {v} to an array ({what}).")
 
 
 def _strings_to_object(arr):
@@ -595,6 +606,9 @@ def _list_to_array(value, what):
     elif "int" in kinds:
         ints = [int(x) for x in leaves if _leaf_kind(x) == "int"]
         fits = all(_INT32_MIN <= v <= _INT32_MAX for v in ints)
+        if not fits:
+            for v in ints:
+                _check_int64(v, what)
         dtype = np.int32 if fits else np.int64
     elif "bool" in kinds:
         dtype = np.bool_

@@ -70,6 +70,8 @@ class SampleFromDatasets(Node):
 
     def cardinality(self):
         drawn = [d.cardinality() for d, w in zip(self.inputs, self.weights) if w > 0]
+        if len(drawn) == 1:  # one input can be drawn: every element comes from it (tf.data knows this too)
+            return drawn[0]
         if self.stop_on_empty_dataset:
             return INFINITE if all(n == INFINITE for n in drawn) else UNKNOWN
         return INFINITE if INFINITE in drawn else UNKNOWN

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import structure
-from .base import UNKNOWN, Node
+from .base import INFINITE, UNKNOWN, Node
 
 
 def check_batched(spec, transformation: str) -> None:
@@ -42,7 +42,19 @@ class Unbatch(Node):
         return structure.map_structure(lambda s: s.unbatched(), spec)
 
     def cardinality(self):
-        return UNKNOWN  # as tf.data, even when the input batches have a known, fixed size
+        """As tf.data: the input's cardinality times the leading dimension, when every component states
+        the same one (a map's outputs state none: UNKNOWN); a spec that needs user code is not computed."""
+        n = self.inputs[0].cardinality()
+        if n == UNKNOWN or self.lazy_spec:
+            return UNKNOWN
+        dims = {leaf.shape[0] if leaf.shape else None for leaf in structure.flatten(self.inputs[0].element_spec)
+                if isinstance(leaf, structure.TensorSpec)}
+        if len(dims) != 1 or None in dims:
+            return UNKNOWN
+        (dim,) = dims
+        if dim == 0:
+            return UNKNOWN  # as tf.data: it states a count only for a positive batch dimension
+        return INFINITE if n == INFINITE else n * dim
 
     def make_iterator(self, ctx):
         from ..iterators.unbatch import UnbatchIterator

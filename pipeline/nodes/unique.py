@@ -17,8 +17,12 @@ class Unique(PassThrough):
     def __init__(self, input_node):
         super().__init__((input_node,))
         spec = input_node.element_spec
-        if not isinstance(spec, structure.TensorSpec) or not (
-                spec.dtype == structure.STRING or spec.dtype.kind in "iu") or spec.shape not in ((), None):
+        if not isinstance(spec, structure.TensorSpec):  # tf.data: InvalidArgumentError for a structure
+            from ..errors import InvalidArgumentError
+
+            raise InvalidArgumentError("unique: Unique transformation only supports datasets of single integer "
+                                       f"or string elements, got the structure {spec!r}.", "Unique")
+        if not (spec.dtype == structure.STRING or spec.dtype.kind in "iu") or spec.shape not in ((), None):
             raise TypeError("unique: Unique transformation only supports datasets of scalar integer or string "
                             f"elements, got {spec!r}.")
 

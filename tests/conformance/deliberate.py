@@ -139,9 +139,7 @@ DELIBERATE = {
         "aspects": ["elements", "spec"], "source": "docs/deliberate-differences.md",
         "tf": "a numpy array default ([7] as int64) is taken for a dtype too: the field is required",
         "jaxfeed": "the array's value is the default, and the column keeps the array's dtype (int64)",
-        "expect": {"elements": [(1, 9.5, b"z"), (7, 2.0, b"d")], "dtypes": ["int64", "float32", "object"]},
-        "xfail": "finding: jaxfeed's CsvDataset turns a numpy int64 default ([7]) into an int32 column "
-                 "(formats/csv.py _column_type goes through a Python int): a silent dtype change"},
+        "expect": {"elements": [(1, 9.5, b"z"), (7, 2.0, b"d")], "dtypes": ["int64", "float32", "object"]}},
 }
 
 # Deliberate differences without a golden (tf.data hangs or the result depends on the machine's paths);

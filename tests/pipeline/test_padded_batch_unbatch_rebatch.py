@@ -177,10 +177,12 @@ def test_unbatch_of_mismatched_rows_after_map_fails_at_that_batch():
         next(it)
 
 
-def test_unbatch_cardinality_is_unknown_and_spec_drops_leading_dim():
+def test_unbatch_cardinality_follows_a_static_batch_dimension_and_spec_drops_leading_dim():
     ds = Dataset.range(8).batch(4, drop_remainder=True).unbatch()
-    assert ds.cardinality() == UNKNOWN_CARDINALITY
+    assert ds.cardinality() == 8  # tf.data 2.21 (tests/conformance goldens): input cardinality x batch size
     assert ds.element_spec == TensorSpec((), np.int64)
+    assert Dataset.range(9).batch(4).unbatch().cardinality() == UNKNOWN_CARDINALITY  # last batch shorter
+    assert Dataset.range(8).batch(4, drop_remainder=True).repeat().unbatch().cardinality() == -1
 
 
 def test_unbatch_next_many_returns_views_of_the_input_batch():
