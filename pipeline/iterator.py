@@ -47,7 +47,7 @@ def _restore_tree(it, root_state) -> None:
     a state from another jaxfeed version, or edited by hand) is an InvalidArgumentError naming the node."""
     try:
         it.set_state(root_state)
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as e:
         notes = getattr(e, "__notes__", None) or []
         if isinstance(e, OpError) or any("in user function" in n for n in notes):
             raise  # a jaxfeed error, or the user's function failing again on restore (flat_map, interleave)

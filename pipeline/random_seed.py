@@ -79,6 +79,16 @@ def generator_state(gen: np.random.Generator) -> dict:
 
 
 def restore_generator(snapshot: dict) -> np.random.Generator:
+    """The generator ``generator_state`` saved. A snapshot comes from a state file: each field is checked
+    (a PCG64 state and increment are 128-bit, ``uinteger`` 32-bit) so that a malformed one is an
+    InvalidArgumentError, not numpy's OverflowError."""
+    for key, bits in (("state", 128), ("inc", 128), ("has_uint32", 1), ("uinteger", 32)):
+        value = snapshot.get(key) if isinstance(snapshot, dict) else None
+        if type(value) is not int or not 0 <= value < 2 ** bits:
+            from .errors import InvalidArgumentError
+
+            raise InvalidArgumentError(f"Iterator state holds a random generator whose {key!r} is {value!r:.60}; "
+                                       f"expected an integer in [0, 2**{bits}).", "set_state")
     bitgen = np.random.PCG64()
     bitgen.state = {"bit_generator": "PCG64",
                     "state": {"state": int(snapshot["state"]), "inc": int(snapshot["inc"])},

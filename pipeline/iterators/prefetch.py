@@ -186,7 +186,10 @@ class PrefetchIterator(Iterator):
         self._ended = bool(state["ended"])
         if self._ended:
             self._buf.append(_END)
-        self.capacity = int(state["capacity"])
+        capacity = state["capacity"]
+        if type(capacity) is not int or capacity < 1:  # a state file is outside input; < 1 would never fill
+            raise ValueError(f"capacity {capacity!r:.40} is not a positive integer")
+        self.capacity = capacity
         self._stop = False
         self._thread = None
         if self._ended:  # nothing left to produce: never start a thread

@@ -43,4 +43,7 @@ class RandomAccessIterator(Iterator):
         return {"pos": self._pos}
 
     def set_state(self, state):
-        self._pos = int(state["pos"])
+        pos = state["pos"]
+        if type(pos) is not int or pos < 0 or (self._n >= 0 and pos > self._n):  # a state file is outside input
+            raise ValueError(f"position {pos!r:.40} is not in [0, {self._n}]")
+        self._pos = pos

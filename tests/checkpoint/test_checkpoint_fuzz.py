@@ -368,3 +368,24 @@ def test_deepest_state_the_writer_accepts_reads_back():
     assert checkpoint.deserialize(checkpoint.serialize(value)) == value
     with pytest.raises(errors.InvalidArgumentError, match="nested deeper"):
         checkpoint.serialize(((value,),))
+
+
+@pytest.mark.parametrize("pipeline, path, value", [
+    (lambda: Dataset.range(10), ["pos"], -2 ** 70),  # before: OverflowError at the next element
+    (lambda: Dataset.range(10), ["pos"], 10 ** 9),
+    (lambda: Dataset.range(10).shuffle(4, seed=1), ["draw_from", "has_uint32"], 2 ** 63),  # OverflowError
+    (lambda: Dataset.range(10).shuffle(4, seed=1), ["draw_from", "inc"], -1),
+    (lambda: Dataset.range(10).prefetch(2), ["capacity"], -1),  # before: the iterator hung
+], ids=["range pos negative", "range pos past the end", "rng has_uint32", "rng inc negative", "prefetch capacity"])
+def test_restored_counter_out_of_its_range_is_invalid_argument_naming_the_node(pipeline, path, value):
+    it = iter(pipeline())
+    next(it)
+    state = it.get_state()
+    entry = state["root"]
+    for key in path[:-1]:
+        entry = entry[key]
+    entry[path[-1]] = value
+    with pytest.raises(errors.InvalidArgumentError):
+        it2 = pipeline().make_iterator(state=checkpoint.serialize(state))
+        for _ in range(3):
+            next(it2, None)

@@ -136,7 +136,8 @@ def test_function_marked_stateful_is_external_state_for_the_policy():
     it = iter(Dataset.range(3).map(_marked))
     next(it)
     # before: saved without a word (the marker was not seen by ExternalStatePolicy)
-    with pytest.raises(errors.FailedPreconditionError, match=r"Map\(map_func=_marked.*marked @jaxfeed.determinism.stateful"):
+    with pytest.raises(errors.FailedPreconditionError,
+                       match=r"Map\(map_func=_marked.*marked @jaxfeed.determinism.stateful"):
         it.get_state()
 
 
