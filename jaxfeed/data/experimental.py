@@ -1,7 +1,7 @@
 """``jaxfeed.data.experimental``: tf.data.experimental's names over jaxfeed's implementations.
 
-Absent for now (``docs/porting.md`` says why): ``dense_to_ragged_batch``, ``dense_to_sparse_batch`` and
-``service``.
+Absent for now (``docs/porting.md`` says why): ``dense_to_ragged_batch`` and ``dense_to_sparse_batch``.
+``service`` is ``jaxfeed.service`` (tf.data service's API on Ray; importing it does not import Ray).
 """
 
 from jaxfeed.formats.batched_readers import make_batched_features_dataset, make_csv_dataset
@@ -12,6 +12,7 @@ from jaxfeed.pipeline import (AUTOTUNE, INFINITE_CARDINALITY, UNKNOWN_CARDINALIT
                               ThreadingOptions)
 from jaxfeed.pipeline.dataset import SHARD_HINT, Dataset
 from jaxfeed.pipeline.options import AutotuneAlgorithm
+from jaxfeed.distribute import service
 from jaxfeed.pipeline.passes.debug_mode import enable_debug_mode
 from jaxfeed.pipeline.transformations import (assert_cardinality, at, bucket_by_sequence_length, cardinality,
                                               enumerate_dataset, from_list, get_single_element, get_structure,
@@ -52,7 +53,7 @@ def choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset=True):
     return Dataset.choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset)
 
 
-__all__ = ["enable_debug_mode", "AutotuneAlgorithm", "AutotuneOptions", "Optional", "TFRecordWriter", "at", "from_list",
+__all__ = ["service", "enable_debug_mode", "AutotuneAlgorithm", "AutotuneOptions", "Optional", "TFRecordWriter", "at", "from_list",
            "get_next_as_optional", "get_structure", "pad_to_cardinality", "unbatch", "AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "INFINITE", "UNKNOWN", "SHARD_HINT",
            "AutoShardPolicy", "DistributeOptions", "ExternalStatePolicy", "OptimizationOptions", "ThreadingOptions",
            "Counter", "CsvDataset", "make_csv_dataset", "make_batched_features_dataset", "assert_cardinality",

@@ -308,3 +308,12 @@ def test_debug_mode_keeps_interleave_order(debug_mode):
     want = [int(v) for v in ds]
     E.enable_debug_mode()
     assert [int(v) for v in ds] == want
+
+
+def test_experimental_service_is_jaxfeed_service_without_importing_ray():
+    import subprocess
+    import sys
+
+    code = ("import sys, jaxfeed.data.experimental as E, jaxfeed.service as S; "
+            "assert E.service.distribute is S.distribute; assert 'ray' not in sys.modules")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
