@@ -119,16 +119,22 @@ def _reseed_globals():
 
 
 def _run(node, options, variant, max_elements) -> list:
+    from tqdm import tqdm
+
     _reseed_globals()
     it = Dataset(_variant_graph(node, variant)).make_iterator(options=options)
     out = []
+    # a progress bar on a terminal only (disable=None): a long check shows it is moving
+    bar = tqdm(unit="el", desc="check_determinism", disable=None, leave=False)
     try:
         while len(out) < max_elements:
             block = it.next_many(min(256, max_elements - len(out)))
             if not block:
                 break
             out.extend(element_fingerprint(e) for e in block)
+            bar.update(len(block))
     finally:
+        bar.close()
         it.close()
     return out
 

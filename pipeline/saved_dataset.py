@@ -86,30 +86,26 @@ def save(dataset, path: str, compression=None, shard_func=None, checkpoint_args=
         raise InvalidArgumentError("save: checkpoint_args is not supported; a save that stops part way leaves no "
                                    "finished save (no dataset_spec.json), and running it again starts over.",
                                    "save")
-    from tqdm import tqdm
-
-    writer = ShardedWriter(path, dataset.element_spec, shard_func, f"save({path!r})")
     total = dataset.cardinality()
-    # a progress bar on a terminal only (disable=None), as long saves want one and logs do not
-    bar = tqdm(total=total if total >= 0 else None, unit="el", desc=f"save {path}", disable=None, leave=False)
+    writer = ShardedWriter(path, dataset.element_spec, shard_func, f"save({path!r})",
+                           total=total if total >= 0 else None)
     try:
         with iter(dataset) as it:
             for block in iter(lambda: it.next_many(WRITE_BLOCK), []):
                 writer.write(block)
-                bar.update(len(block))
         writer.finish()
     except BaseException:
         writer.abort()
         raise
-    finally:
-        bar.close()
 
 
 class ShardedWriter:
     """Writes elements to the shards of ``path`` and publishes them (``dataset_spec.json``) on ``finish``.
     An earlier save at ``path`` is unpublished first; ``abort`` removes what this writer made."""
 
-    def __init__(self, path: str, element_spec, shard_func, label: str):
+    def __init__(self, path: str, element_spec, shard_func, label: str, total: int | None = None):
+        from tqdm import tqdm
+
         from .iterators.cache_file import open_fs
 
         self._spec_json = spec_to_json(element_spec)
@@ -124,6 +120,8 @@ class ShardedWriter:
         self._num_shards = default_num_shards() if shard_func is None else None
         self._writers: dict = {}
         self.count = 0
+        # a progress bar on a terminal only (disable=None): long saves and snapshots want one, logs do not
+        self._bar = tqdm(total=total, unit="el", desc=label, disable=None, leave=False)
 
     def _writer(self, k: int):
         from .iterators.cache_file import CacheWriter
@@ -144,6 +142,7 @@ class ShardedWriter:
             for i, element in enumerate(block):
                 self._writer(_shard_of(self._shard_func, element, self.count + i)).write([element])
         self.count += len(block)
+        self._bar.update(len(block))
 
     def finish(self) -> None:
         shards = range(self._num_shards if self._num_shards is not None else max(self._writers, default=-1) + 1)
@@ -158,12 +157,14 @@ class ShardedWriter:
         with self._fs.open(self._spec_path, "w") as f:
             json.dump(meta, f)
         self._writers = {}
+        self._bar.close()
 
     def abort(self) -> None:
         for w in self._writers.values():
             if not w._file.closed:
                 w.abort()
         self._writers = {}
+        self._bar.close()
 
 
 def _shard_of(shard_func, element, index: int) -> int:
