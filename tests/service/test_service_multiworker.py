@@ -3,7 +3,6 @@
 element exactly once (slow: a Ray cluster and a JAX process group)."""
 
 import os
-import shutil
 import subprocess
 import sys
 
@@ -12,24 +11,19 @@ import pytest
 pytest.importorskip("ray")
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import local_cluster  # noqa: E402
+from ray_cluster import ENV, free_head_port, start_head, stop  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.multiprocess]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ENV = {"RAY_AUTH_MODE": "disabled"}
-
-
-def _ray(*args):
-    exe = shutil.which("ray", path=os.path.dirname(sys.executable)) or "ray"
-    return subprocess.run([exe, *args], capture_output=True, text=True, timeout=300, env={**os.environ, **ENV})
 
 
 def test_one_service_job_feeds_all_hosts_exactly_once(tmp_path):
-    (port,) = local_cluster.free_ports(1)
+    port = free_head_port()
     address = f"127.0.0.1:{port}"
-    head = _ray("start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-cpus=2",
-                "--include-dashboard=false", "--disable-usage-stats")
+    head = start_head(port, num_cpus=2)
     assert head.returncode == 0, head.stderr[-2000:]
     try:
         setup = subprocess.run([sys.executable, "-c", f"import jaxfeed.service as s; s.start(2, {address!r})"],
@@ -43,4 +37,4 @@ def test_one_service_job_feeds_all_hosts_exactly_once(tmp_path):
         assert sorted(seen) == list(range(200))  # every element once, across the hosts
         assert all(r["result"]["seen"] for r in results)  # and both hosts got some
     finally:
-        _ray("stop", "--force")
+        stop()

@@ -2,7 +2,6 @@
 on it with ``start`` and read by a consumer process that connects by address (slow: a cluster start)."""
 
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -11,27 +10,22 @@ import pytest
 
 pytest.importorskip("ray")
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ray_cluster import ENV, WORKER_PORTS, ray, start_head, stop  # noqa: E402
+
 pytestmark = [pytest.mark.slow, pytest.mark.multiprocess]
 
 PORT = "26379"
 
 
-# a cluster of this test's own on loopback: no token authentication between its processes
-ENV = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-
-
-def _ray(*args):
-    exe = shutil.which("ray", path=os.path.dirname(sys.executable)) or "ray"
-    return subprocess.run([exe, *args], capture_output=True, text=True, timeout=300, env=ENV)
 
 
 def test_a_two_node_cluster_serves_a_distributed_epoch():
-    head = _ray("start", "--head", f"--port={PORT}", "--node-ip-address=127.0.0.1", "--num-cpus=1",
-                "--include-dashboard=false", "--disable-usage-stats")
+    head = start_head(int(PORT))
     assert head.returncode == 0, head.stderr[-2000:]
     try:
-        node = _ray("start", f"--address=127.0.0.1:{PORT}", "--node-ip-address=127.0.0.1", "--num-cpus=1",
-                    "--disable-usage-stats")
+        node = ray("start", f"--address=127.0.0.1:{PORT}", "--node-ip-address=127.0.0.1", "--num-cpus=1",
+                   "--disable-usage-stats", *WORKER_PORTS)
         assert node.returncode == 0, node.stderr[-2000:]
         script = textwrap.dedent(f"""
             import jaxfeed.service as svc
@@ -43,7 +37,8 @@ def test_a_two_node_cluster_serves_a_distributed_epoch():
             assert got == list(range(1, 2001)), got[:10]
             print("OK")
         """)
-        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, env=ENV)
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                              env={**os.environ, **ENV})
         assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]
     finally:
-        _ray("stop", "--force")
+        stop()
