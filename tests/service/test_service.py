@@ -213,3 +213,15 @@ def test_a_service_dataset_feeds_a_mirrored_strategy(service):
     total = sum(float(strategy.reduce("SUM", strategy.run(lambda x: x.sum(), args=(step,)), axis=None))
                 for step in dist)
     assert total == sum(range(64))
+
+
+def test_file_sharding_gives_each_worker_its_files(service, tmp_path):
+    from jaxfeed.formats import TextLineDataset
+
+    names = []
+    for f in range(4):
+        (tmp_path / f"s{f}.txt").write_text("".join(f"{f}-{i}\n" for i in range(3)))
+        names.append(str(tmp_path / f"s{f}.txt"))
+    for policy in (svc.ShardingPolicy.FILE, svc.ShardingPolicy.FILE_OR_DATA):
+        got = sorted(bytes(x) for x in TextLineDataset(names).apply(svc.distribute(policy, service)))
+        assert got == sorted(f"{f}-{i}".encode() for f in range(4) for i in range(3))
