@@ -19,13 +19,22 @@ class UniqueIterator(BlockIterator):
         self._seen: set = set()
 
     def _keys(self, block: list) -> list:
-        """Hashable keys of a block, in one conversion: Python ints, or the bytes themselves."""
+        """Hashable keys of a block, in one conversion for scalars: Python ints, or the bytes themselves;
+        a tensor's key is its shape and contents (a tuple, so the state keeps it as a nest of lists)."""
         if self._strings:
-            return [x if isinstance(x, bytes) else bytes(x) for x in block]
-        keys = np.asarray(block)
-        if keys.ndim != 1:
-            raise TypeError(f"{self.node.label()}: elements must be scalars, got shape {keys.shape[1:]}.")
-        return keys.tolist()
+            if all(isinstance(x, bytes) for x in block):
+                return block
+            return [x if isinstance(x, bytes) else (tuple(np.shape(x)),) + tuple(
+                v if isinstance(v, bytes) else bytes(v) for v in np.asarray(x, dtype=object).reshape(-1).tolist())
+                for x in block]
+        try:
+            keys = np.asarray(block)
+        except ValueError:  # tensors of different shapes
+            keys = None
+        if keys is not None and keys.ndim == 1 and keys.dtype != object:
+            return keys.tolist()
+        return [int(x) if np.ndim(x) == 0 else (tuple(np.shape(x)),) + tuple(np.asarray(x).reshape(-1).tolist())
+                for x in block]
 
     def _next_many(self, n):
         seen = self._seen
@@ -45,10 +54,18 @@ class UniqueIterator(BlockIterator):
         return [self.input]
 
     def get_state(self):
-        seen = sorted(self._seen)
-        return {"input": self.input.get_state(),
-                "seen": seen if self._strings else np.asarray(seen, dtype=self._dtype)}
+        scalars = [k for k in self._seen if not isinstance(k, tuple)]
+        tensors = [[list(k[0]), list(k[1:])] for k in self._seen if isinstance(k, tuple)]
+        state = {"input": self.input.get_state(),
+                 "seen": sorted(scalars) if self._strings else np.asarray(sorted(scalars), dtype=self._dtype)}
+        if tensors:  # non-scalar elements: [shape, flat values] each
+            state["seen_tensors"] = sorted(tensors)
+        return state
 
     def set_state(self, state):
         self.input.set_state(state["input"])
-        self._seen = set(state["seen"]) if self._strings else set(np.asarray(state["seen"]).tolist())
+        seen = state["seen"]
+        self._seen = set(seen) if self._strings else set(np.asarray(seen).tolist())
+        for shape, values in state.get("seen_tensors", []):
+            self._seen.add((tuple(int(d) for d in shape),) + tuple(
+                bytes(v) if self._strings else int(v) for v in values))

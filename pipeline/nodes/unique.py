@@ -9,8 +9,9 @@ from .common import PassThrough
 
 
 class Unique(PassThrough):
-    """tf.data's ``unique``: elements must be integer or string scalars (TypeError otherwise). The saved
-    state holds every distinct element seen so far, so it grows with the number of distinct elements."""
+    """tf.data's ``unique``: elements are integer or string tensors (TypeError for other dtypes,
+    InvalidArgumentError for a structure); tensors of any shape compare by shape and contents, as in tf.data.
+    The saved state holds every distinct element seen so far, so it grows with the number of them."""
 
     kind = "Unique"
 
@@ -22,9 +23,9 @@ class Unique(PassThrough):
 
             raise InvalidArgumentError("unique: Unique transformation only supports datasets of single integer "
                                        f"or string elements, got the structure {spec!r}.", "Unique")
-        if not (spec.dtype == structure.STRING or spec.dtype.kind in "iu") or spec.shape not in ((), None):
-            raise TypeError("unique: Unique transformation only supports datasets of scalar integer or string "
-                            f"elements, got {spec!r}.")
+        if not (spec.dtype == structure.STRING or spec.dtype.kind in "iu"):
+            raise TypeError("unique: Unique transformation only supports datasets of integer or string elements, "
+                            f"got {spec!r}.")
 
     def cardinality(self):
         return UNKNOWN

@@ -129,6 +129,12 @@ DELIBERATE = {
         "tf": "a scan state given as a list of numpy int64 scalars becomes int32",
         "jaxfeed": "the state keeps int64",
         "expect": {"elements": [0, 1, 1, 2], "dtype": "int64"}},
+    "filter_strings": {
+        "aspects": ["elements"], "source": "docs/porting.md",
+        "tf": "a string tensor compared with a Python str compares by value (filter keeps the 2 'a's)",
+        "jaxfeed": "string leaves reach functions as Python bytes (elements are numpy values), so `s == 'a'` is "
+                   "False: a porting rule, compare with b'a'",
+        "expect": {"elements": []}},
     "csv_numpy_scalar_default": {
         "aspects": ["elements"], "source": "docs/deliberate-differences.md",
         "tf": "CsvDataset takes a numpy scalar in record_defaults for a dtype: the field becomes required "

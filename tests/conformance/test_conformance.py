@@ -40,16 +40,7 @@ CASES = {c.name: c for c in cases.CASES}
 KNOWN_DEFECTS: dict = {}
 
 # (case, aspect) -> what tf.data does vs what jaxfeed does; not named in issue 14.
-FINDINGS = {
-    ("unique_2d", "elements"): "finding: unique() refuses non-scalar elements at build (TypeError); tf.data "
-                               "accepts them (from_tensors(zeros((2, 2), int64)).unique() yields the element)",
-    ("unique_2d", "spec"): "finding: see unique_2d elements (jaxfeed raises at build)",
-    ("unique_2d", "cardinality"): "finding: see unique_2d elements (jaxfeed raises at build)",
-    ("filter_strings", "elements"): "finding: string leaves reach functions as Python bytes, so `s == 'a'` is "
-                                    "False and filter drops every element silently; tf.data compares the "
-                                    "string tensor with the str by value (2 elements). Documented as a porting "
-                                    "rule (docs/porting.md: compare with b'a'); kept here so a change shows",
-}
+FINDINGS: dict = {}  # none open: the findings of the first recording are fixed or listed as deliberate
 
 
 @pytest.fixture(scope="module")
