@@ -9,11 +9,12 @@ from .dataset import AUTOTUNE, INFINITE_CARDINALITY, SHARD_HINT, UNKNOWN_CARDINA
 from .iterator import DatasetIterator, Optional
 from .options import (AutoShardPolicy, AutotuneOptions, DistributeOptions, ExecutionOptions, ExternalStatePolicy,
                       OptimizationOptions, Options, ThreadingOptions)
+from .ragged import RaggedSpec, RaggedValue, SparseSpec, SparseValue
 from .structure import STRING, DatasetSpec, TensorSpec
 
 __all__ = [
     "AUTOTUNE", "INFINITE_CARDINALITY", "SHARD_HINT", "UNKNOWN_CARDINALITY", "Dataset", "DatasetIterator",
     "Optional", "AutoShardPolicy", "AutotuneOptions", "DistributeOptions", "ExecutionOptions",
     "ExternalStatePolicy", "OptimizationOptions", "Options", "ThreadingOptions", "STRING", "DatasetSpec",
-    "TensorSpec", "errors",
+    "TensorSpec", "RaggedSpec", "RaggedValue", "SparseSpec", "SparseValue", "errors",
 ]

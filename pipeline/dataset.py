@@ -193,6 +193,19 @@ class Dataset:
 
         return _named(PaddedBatch(self._node, batch_size, padded_shapes, padding_values, drop_remainder), name)
 
+    def ragged_batch(self, batch_size, drop_remainder=False, row_splits_dtype=np.int64, name=None) -> "Dataset":
+        """Batches whose components of unknown shape are ``RaggedValue``s (row splits), no padding
+        (``nodes/ragged_batch.py``)."""
+        from .nodes.ragged_batch import RaggedBatch
+
+        return _named(RaggedBatch(self._node, batch_size, drop_remainder, row_splits_dtype), name)
+
+    def sparse_batch(self, batch_size, row_shape, name=None) -> "Dataset":
+        """Batches as ``SparseValue``s of dense shape ``[n] + row_shape`` (``nodes/ragged_batch.py``)."""
+        from .nodes.ragged_batch import SparseBatch
+
+        return _named(SparseBatch(self._node, batch_size, row_shape), name)
+
     def unbatch(self, name=None) -> "Dataset":
         from .nodes.unbatch import Unbatch
 

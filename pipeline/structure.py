@@ -679,7 +679,7 @@ def _normalize(value, what):
     if k == _LEAF:
         if value is None:
             raise InvalidArgumentErrorLazy(f"{what} is None; a function must return a value (not None).")
-        if _is_dataset(value):  # a dataset-valued element (map(TFRecordDataset)), as tf.data allows
+        if _is_dataset(value) or isinstance(value, _COMPOSITES):  # dataset-valued (as tf.data allows), ragged
             return value
         return to_array(value, what)
     return _rebuild(value, k, [_normalize(x, what) for x in children(value)])
@@ -735,9 +735,21 @@ def spec_of(value) -> Any:
     return map_structure(_leaf_spec, value)
 
 
+_COMPOSITES: tuple = ()  # leaf types that are not one array (ragged.RaggedValue, SparseValue): their own spec
+
+
+def register_composite(cls) -> None:
+    """A leaf type with a ``spec()`` of its own, passed through ``normalize`` as it is."""
+    global _COMPOSITES
+    if cls not in _COMPOSITES:
+        _COMPOSITES = _COMPOSITES + (cls,)
+
+
 def _leaf_spec(leaf):
     if _is_dataset(leaf):
         return DatasetSpec(leaf.element_spec)
+    if isinstance(leaf, _COMPOSITES):
+        return leaf.spec()
     arr = leaf if isinstance(leaf, (np.ndarray, np.generic)) else to_array(leaf)
     if isinstance(arr, bytes):
         return TensorSpec((), STRING)
@@ -765,6 +777,11 @@ def stack(elements: Sequence, spec=None, what: str = "batch"):
 
 def _stack_leaf(values, leaf_index, what):
     v0 = values[0]
+    if isinstance(v0, _COMPOSITES):
+        from .errors import InvalidArgumentError
+
+        raise InvalidArgumentError(f"Cannot {what} ragged or sparse values (leaf {leaf_index}): unbatch them, or "
+                                   "convert them (to_list(), to_dense()) first.")
     if type(v0) is bytes and operator.countOf(map(type, values), bytes) == len(values):
         # scalar strings (records, lines): fromiter skips the shape discovery that ``out[:] = values`` runs
         # over the list (~25% of a batch of 1 KiB records)

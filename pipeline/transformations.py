@@ -83,7 +83,7 @@ def get_single_element(dataset):
     return dataset.get_single_element()
 
 
-__all__ = ["INFINITE", "assert_cardinality", "at", "from_list", "get_structure", "pad_to_cardinality", "unbatch", "bucket_by_sequence_length", "cardinality", "enumerate_dataset",
+__all__ = ["dense_to_ragged_batch", "dense_to_sparse_batch", "INFINITE", "assert_cardinality", "at", "from_list", "get_structure", "pad_to_cardinality", "unbatch", "bucket_by_sequence_length", "cardinality", "enumerate_dataset",
            "get_single_element", "group_by_window", "ignore_errors", "map_and_batch", "parallel_interleave",
            "rejection_resample", "scan", "shuffle_and_repeat", "take_while", "unique"]
 
@@ -183,6 +183,17 @@ def _uniform(bits) -> float:
 # ---------------------------------------------------------------------------------------- small helpers
 def unbatch():
     return lambda ds: ds.unbatch()
+
+
+def dense_to_ragged_batch(batch_size, drop_remainder=False, row_splits_dtype=None):
+    import numpy as np
+
+    dtype = np.int64 if row_splits_dtype is None else row_splits_dtype
+    return lambda ds: ds.ragged_batch(batch_size, drop_remainder, dtype)
+
+
+def dense_to_sparse_batch(batch_size, row_shape):
+    return lambda ds: ds.sparse_batch(batch_size, row_shape)
 
 
 def get_structure(dataset):

@@ -1,6 +1,5 @@
 """``jaxfeed.data.experimental``: tf.data.experimental's names over jaxfeed's implementations.
 
-Absent for now (``docs/porting.md`` says why): ``dense_to_ragged_batch`` and ``dense_to_sparse_batch``.
 ``service`` is ``jaxfeed.service`` (tf.data service's API on Ray; importing it does not import Ray).
 """
 
@@ -15,6 +14,7 @@ from jaxfeed.pipeline.options import AutotuneAlgorithm
 from jaxfeed.distribute import service
 from jaxfeed.pipeline.passes.debug_mode import enable_debug_mode
 from jaxfeed.pipeline.transformations import (assert_cardinality, at, bucket_by_sequence_length, cardinality,
+                                              dense_to_ragged_batch, dense_to_sparse_batch,
                                               enumerate_dataset, from_list, get_single_element, get_structure,
                                               group_by_window, ignore_errors, map_and_batch, pad_to_cardinality,
                                               parallel_interleave, rejection_resample, scan, shuffle_and_repeat,
@@ -53,7 +53,7 @@ def choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset=True):
     return Dataset.choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset)
 
 
-__all__ = ["service", "enable_debug_mode", "AutotuneAlgorithm", "AutotuneOptions", "Optional", "TFRecordWriter", "at", "from_list",
+__all__ = ["dense_to_ragged_batch", "dense_to_sparse_batch", "service", "enable_debug_mode", "AutotuneAlgorithm", "AutotuneOptions", "Optional", "TFRecordWriter", "at", "from_list",
            "get_next_as_optional", "get_structure", "pad_to_cardinality", "unbatch", "AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "INFINITE", "UNKNOWN", "SHARD_HINT",
            "AutoShardPolicy", "DistributeOptions", "ExternalStatePolicy", "OptimizationOptions", "ThreadingOptions",
            "Counter", "CsvDataset", "make_csv_dataset", "make_batched_features_dataset", "assert_cardinality",

@@ -19,7 +19,9 @@ def test_the_namespace_has_tf_datas_names():
                  "AutoShardPolicy", "ExternalStatePolicy", "DistributeOptions", "ThreadingOptions", "cardinality",
                  "assert_cardinality", "scan", "group_by_window", "bucket_by_sequence_length", "unique",
                  "ignore_errors", "take_while", "sample_from_datasets", "choose_from_datasets",
-                 "parallel_interleave", "map_and_batch", "get_single_element", "INFINITE", "UNKNOWN"]:
+                 "parallel_interleave", "map_and_batch", "get_single_element", "INFINITE", "UNKNOWN",
+                 "dense_to_ragged_batch", "dense_to_sparse_batch", "rejection_resample", "save", "load", "snapshot",
+                 "enable_debug_mode", "service"]:
         assert hasattr(E, name), name
 
 
