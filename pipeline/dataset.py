@@ -193,6 +193,13 @@ class Dataset:
 
         return _named(PaddedBatch(self._node, batch_size, padded_shapes, padding_values, drop_remainder), name)
 
+    def assert_cardinality(self, expected_cardinality, name=None) -> "Dataset":
+        """The elements, with ``expected_cardinality`` as the static cardinality; iterating raises
+        FailedPreconditionError where the count proves otherwise (``nodes/assert_cardinality.py``)."""
+        from .nodes.assert_cardinality import AssertCardinality
+
+        return _named(AssertCardinality(self._node, expected_cardinality), name)
+
     def ragged_batch(self, batch_size, drop_remainder=False, row_splits_dtype=np.int64, name=None) -> "Dataset":
         """Batches whose components of unknown shape are ``RaggedValue``s (row splits), no padding
         (``nodes/ragged_batch.py``)."""

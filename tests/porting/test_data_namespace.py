@@ -36,6 +36,10 @@ def test_apply_forms_equal_the_methods():
         [12 // (x - 2) for x in range(12) if x != 2]
     windows = ds.apply(E.group_by_window(lambda x: x % 2, lambda k, w: w.batch(3), window_size=3)).as_numpy()
     assert [w.tolist() for w in windows] == [[0, 2, 4], [1, 3, 5], [6, 8, 10], [7, 9, 11]]
+    lengths = tfdata.Dataset.range(1, 7).map(lambda x: np.ones(x, np.int64))
+    bucket = (lambda x: len(x), [3], [2, 2])
+    assert [b.shape for b in lengths.apply(E.bucket_by_sequence_length(*bucket))] == \
+        [b.shape for b in lengths.bucket_by_sequence_length(*bucket)]
     pairs = ds.apply(E.enumerate_dataset(5)).take(2).as_numpy()
     assert [(int(i), int(x)) for i, x in pairs] == [(5, 0), (6, 1)]
 
@@ -99,6 +103,11 @@ def test_assert_cardinality_raises_at_the_end_when_there_are_fewer():
     infinite = tfdata.Dataset.range(1).filter(lambda x: True).apply(E.assert_cardinality(E.INFINITE))
     with pytest.raises(FailedPreconditionError, match="an infinite number of elements but contained only 1 element"):
         list(infinite)
+
+
+def test_assert_cardinality_is_a_dataset_method_too():
+    ds = tfdata.Dataset.range(10).filter(lambda x: x < 4).assert_cardinality(4)
+    assert len(ds) == 4 and [int(x) for x in ds] == [0, 1, 2, 3]
 
 
 def test_assert_cardinality_checks_a_known_cardinality_at_once():

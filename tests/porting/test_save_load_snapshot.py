@@ -154,3 +154,12 @@ def test_a_file_cache_keeps_dict_values_under_their_keys(tmp_path):
     want = _elements(5).as_numpy()
     _same(ds.as_numpy(), want)  # the recording pass
     _same(ds.as_numpy(), want)  # the replay, from the files
+
+
+def test_a_snapshot_takes_shard_func_and_reader_func(tmp_path):
+    ds = Dataset.range(10).snapshot(str(tmp_path), shard_func=lambda x: x % 2,
+                                    reader_func=lambda shards: shards.flat_map(lambda d: d))
+    assert [int(x) for x in ds] == list(range(10))  # the writing pass: the input's order
+    assert [int(x) for x in ds] == [0, 2, 4, 6, 8, 1, 3, 5, 7, 9]  # read back shard by shard
+    (snapshot_dir,) = os.listdir(tmp_path)
+    assert json.loads((tmp_path / snapshot_dir / "dataset_spec.json").read_text())["shards"] == [5, 5]
