@@ -86,10 +86,22 @@ def static_batch_size(node) -> int:
     return -1
 
 
+def _refuse_composites(element_spec) -> None:
+    """Ragged and sparse batches have no per-replica array form: a clear TypeError, not numpy's."""
+    from jaxfeed.pipeline.ragged import RaggedSpec, SparseSpec
+
+    for path, leaf in st.iter_structure_paths(element_spec):
+        if isinstance(leaf, (RaggedSpec, SparseSpec)):
+            raise TypeError(f"component {path} is {'ragged' if isinstance(leaf, RaggedSpec) else 'sparse'} "
+                            f"({leaf!r}): distribution splits dense arrays over replicas; pad it (padded_batch) "
+                            "or convert it (to_list(), to_dense()) in the pipeline first.")
+
+
 class DistributedDataset:
     """What ``experimental_distribute_dataset`` / ``distribute_datasets_from_function`` return."""
 
     def __init__(self, strategy, datasets, options, consecutive: bool, static_cap, element_spec, decision=None):
+        _refuse_composites(element_spec)
         self._strategy = strategy
         self._datasets = datasets  # one per worker (consecutive) or one per local replica
         self._options = options
@@ -108,6 +120,7 @@ class DistributedDataset:
     def from_dataset(cls, strategy, dataset, options=None):
         if not isinstance(dataset, Dataset):
             raise TypeError(f"experimental_distribute_dataset: expected a Dataset, got {type(dataset).__name__}")
+        _refuse_composites(dataset.element_spec)
         options = options or InputOptions()
         if options.experimental_replication_mode != InputReplicationMode.PER_WORKER:
             raise ValueError("experimental_distribute_dataset supports only InputReplicationMode.PER_WORKER; use "

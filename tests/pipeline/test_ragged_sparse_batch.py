@@ -78,3 +78,15 @@ def test_what_cannot_hold_ragged_values_refuses_them():
         checkpoint.serialize(it.get_state())
     with pytest.raises(ValueError):
         _ranges(3).ragged_batch(None)
+
+
+def test_distribution_refuses_ragged_components_with_a_clear_message():
+    jax = pytest.importorskip("jax")
+    from jaxfeed.distribute import MirroredStrategy
+
+    strategy = MirroredStrategy(jax.local_devices()[:2])
+    ds = _ranges(8).ragged_batch(4)
+    with pytest.raises(TypeError, match="ragged"):
+        strategy.experimental_distribute_dataset(ds)
+    with pytest.raises(TypeError, match="ragged"):
+        iter(strategy.distribute_datasets_from_function(lambda ctx: ds))
