@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from jaxfeed.pipeline import ragged
 from jaxfeed.pipeline.errors import InvalidArgumentError
 
 from . import example_pb2
@@ -86,15 +87,11 @@ class VarLenValue(NamedTuple("VarLenValue", [("values", np.ndarray), ("row_split
 
     @property
     def indices(self) -> np.ndarray:
-        lengths = self.lengths
-        rows = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
-        cols = np.arange(len(self.values), dtype=np.int64) - np.repeat(self.row_splits[:-1], lengths)
-        return np.stack([rows, cols], axis=1) if len(rows) else np.zeros((0, 2), dtype=np.int64)
+        return ragged.sparse_indices(self.row_splits, len(self.values))
 
     @property
     def dense_shape(self) -> np.ndarray:
-        lengths = self.lengths
-        return np.array([len(lengths), int(lengths.max()) if len(lengths) else 0], dtype=np.int64)
+        return ragged.dense_shape(self.row_splits)
 
     def to_sparse(self):
         """``(indices, values, dense_shape)`` as ``tf.io.parse_example`` returns a VarLen feature."""

@@ -20,6 +20,21 @@ import numpy as np
 from . import structure
 
 
+def sparse_indices(row_splits, num_values: int) -> np.ndarray:
+    """The ``(row, position)`` of every value of a row-splits batch: tf's SparseTensor indices."""
+    row_splits = np.asarray(row_splits, dtype=np.int64)
+    lengths = np.diff(row_splits)
+    rows = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+    cols = np.arange(num_values, dtype=np.int64) - np.repeat(row_splits[:-1], lengths)
+    return np.stack([rows, cols], axis=1) if len(rows) else np.zeros((0, 2), dtype=np.int64)
+
+
+def dense_shape(row_splits, inner=()) -> np.ndarray:
+    """``[rows, longest row] + inner``: the dense shape of a row-splits batch."""
+    lengths = np.diff(np.asarray(row_splits, dtype=np.int64))
+    return np.array([len(lengths), int(lengths.max()) if len(lengths) else 0] + list(inner), dtype=np.int64)
+
+
 class RaggedSpec(structure.TensorSpec):
     """The spec of a ``RaggedValue``: ``shape`` is (rows, None, inner...), ``dtype`` the values' dtype."""
 
@@ -79,16 +94,11 @@ class RaggedValue:
 
     @property
     def indices(self) -> np.ndarray:
-        lengths = self.lengths
-        rows = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
-        cols = np.arange(len(self.values), dtype=np.int64) - np.repeat(self.row_splits[:-1], lengths)
-        return np.stack([rows, cols], axis=1) if len(rows) else np.zeros((0, 2), dtype=np.int64)
+        return sparse_indices(self.row_splits, len(self.values))
 
     @property
     def dense_shape(self) -> np.ndarray:
-        lengths = self.lengths
-        return np.array([len(lengths), int(lengths.max()) if len(lengths) else 0] + list(np.shape(self.values)[1:]),
-                        dtype=np.int64)
+        return dense_shape(self.row_splits, np.shape(self.values)[1:])
 
     @property
     def ndim(self) -> int:
