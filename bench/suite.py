@@ -196,7 +196,7 @@ def _p3_in_flight(s):
 
 def _cpus():
     """CPUs a pipeline may use by default: AUTOTUNE's parallelism bound (``IteratorContext.cpu_count``)."""
-    from jaxfeed.pipeline.iterators.context import IteratorContext
+    from jaxfeed.pipeline.engine.context import IteratorContext
 
     return IteratorContext().cpu_count
 

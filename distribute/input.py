@@ -51,7 +51,7 @@ import numpy as np
 from jaxfeed.pipeline import Dataset
 from jaxfeed.pipeline import structure as st
 from jaxfeed.pipeline.errors import InvalidArgumentError, OutOfRangeError
-from jaxfeed.pipeline.iterator import Optional
+from jaxfeed.pipeline.dataset_iterator import Optional
 
 from . import auto_sharding as _auto_shard
 from . import lifetime

@@ -6,7 +6,7 @@
 
 from . import errors
 from .dataset import AUTOTUNE, INFINITE_CARDINALITY, SHARD_HINT, UNKNOWN_CARDINALITY, Dataset
-from .iterator import DatasetIterator, Optional
+from .dataset_iterator import DatasetIterator, Optional
 from .options import (AutoShardPolicy, AutotuneOptions, DistributeOptions, ExecutionOptions, ExternalStatePolicy,
                       OptimizationOptions, Options, ThreadingOptions)
 from .ragged import RaggedSpec, RaggedValue, SparseSpec, SparseValue

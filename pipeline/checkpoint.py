@@ -40,7 +40,7 @@ import numpy as np
 
 from . import structure
 from .errors import DataLossError, FailedPreconditionError, InvalidArgumentError, NotFoundError
-from .iterators.blocks import Failure
+from .engine.blocks import Failure
 from .state_reader import MAX_DEPTH, Reader, blob_index
 
 log = logging.getLogger("jaxfeed")

@@ -342,7 +342,7 @@ class Dataset:
 
     # ================================================================ iteration
     def __iter__(self):
-        from .iterator import DatasetIterator
+        from .dataset_iterator import DatasetIterator
 
         return DatasetIterator(self)
 
@@ -355,7 +355,7 @@ class Dataset:
 
     def make_iterator(self, state=None, options: Options | None = None):
         """An iterator, optionally restored from a state saved by ``get_state``."""
-        from .iterator import DatasetIterator
+        from .dataset_iterator import DatasetIterator
 
         return DatasetIterator(self, state=state, options=options)
 

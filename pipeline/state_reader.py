@@ -17,7 +17,7 @@ import numpy as np
 
 from . import structure
 from .errors import DataLossError, InvalidArgumentError, OpError, UnknownError
-from .iterators.blocks import Failure
+from .engine.blocks import Failure
 
 OP = "checkpoint.deserialize"
 TAG = "$t"

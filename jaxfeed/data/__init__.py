@@ -11,7 +11,7 @@ from jaxfeed.formats import TextLineDataset, TFRecordDataset
 from jaxfeed.formats.fixed_length import FixedLengthRecordDataset
 from jaxfeed.pipeline import (AUTOTUNE, INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Dataset, DatasetSpec, Options,
                               ThreadingOptions)
-from jaxfeed.pipeline.iterator import DatasetIterator as Iterator
+from jaxfeed.pipeline.dataset_iterator import DatasetIterator as Iterator
 
 from . import experimental
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import structure
 from .base import Iterator, indices_exactly, take_exactly
-from .rows import RowQueue
+from ..engine.rows import RowQueue
 
 
 class BatchIterator(Iterator):

@@ -26,7 +26,7 @@ import contextlib
 
 from .. import structure
 from .base import Iterator
-from .blocks import Failure
+from ..engine.blocks import Failure
 from .flat_map import open_inner
 
 READ_AHEAD = 256  # elements per read of an inner iterator (at least block_length)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import random_seed
 from .base import Iterator
-from .blocks import Delivery, apply_block
+from ..engine.blocks import Delivery, apply_block
 
 BLOCK = 256  # elements pulled from the input per call when the consumer asks for many
 NEXT_BLOCK = 64  # the most elements read ahead for a consumer calling next() one element at a time

@@ -20,12 +20,12 @@ import numpy as np
 
 from .. import structure
 from ..options import effective_deterministic
-from . import autotune
+from ..engine import autotune
 from .base import Iterator, finalizing
 from .batch import stack_fast, stack_leaf_fast
-from .blocks import Failure, drop_args, normalize_results, run_block
+from ..engine.blocks import Failure, drop_args, normalize_results, run_block
 from .map import node_seeds, rng_factory
-from .pool import TunedPool
+from ..engine.pool import TunedPool
 
 # A per-element map's first batch is finished on the consumer when the rest would take less than this at the
 # rate of the elements mapped so far (see _run_first); else the rest is split over the workers.

@@ -40,7 +40,7 @@ import threading
 import time
 
 from ..options import effective_deterministic
-from . import autotune
+from ..engine import autotune
 from .base import finalizing
 from .interleave import Slot, SlotCycle
 

@@ -22,11 +22,11 @@ import time
 from concurrent import futures
 
 from ..options import effective_deterministic
-from . import autotune
+from ..engine import autotune
 from .base import finalizing
-from .blocks import Delivery, DeliveringIterator, Failure, apply_block, drop_args
+from ..engine.blocks import Delivery, DeliveringIterator, Failure, apply_block, drop_args
 from .map import node_seeds, rng_factory
-from .pool import TunedPool
+from ..engine.pool import TunedPool
 
 TARGET_TASK_SECONDS = 0.0005
 MAX_BLOCK = 256

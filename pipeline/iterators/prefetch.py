@@ -17,9 +17,9 @@ from __future__ import annotations
 import collections
 import threading
 
-from . import autotune
+from ..engine import autotune
 from .base import Iterator, finalizing
-from .blocks import Failure
+from ..engine.blocks import Failure
 
 CHUNK = 64
 MAX_AUTOTUNE = 64

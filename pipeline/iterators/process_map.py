@@ -33,11 +33,11 @@ from multiprocessing import connection
 from .. import structure
 from ..errors import WorkerDiedError
 from ..options import effective_deterministic
-from . import autotune
-from .blocks import Delivery, DeliveringIterator, Failure, StackedDelivery
+from ..engine import autotune
+from ..engine.blocks import Delivery, DeliveringIterator, Failure, StackedDelivery
 from .map import node_seeds
-from .shared_memory import SlabPool, unpack_leaves
-from .worker import STACKED
+from ..engine.shared_memory import SlabPool, unpack_leaves
+from ..engine.worker import STACKED
 
 TARGET_TASK_SECONDS = 0.008  # per task: the consumer's cost per task (pickle the block, receive, restore) is
 # CPU the workers lack on a small machine; 8 ms tasks made P5 ~10% faster than 4 ms on 2 cores (16 ms: no better)
@@ -56,7 +56,7 @@ def mp_context():
     if _ctx is None:
         try:
             ctx = multiprocessing.get_context("forkserver")
-            ctx.set_forkserver_preload(["numpy", "cloudpickle", "jaxfeed.pipeline.iterators.worker"])
+            ctx.set_forkserver_preload(["numpy", "cloudpickle", "jaxfeed.pipeline.engine.worker"])
         except ValueError:
             ctx = multiprocessing.get_context("spawn")
         _ctx = ctx
@@ -139,7 +139,7 @@ class _Pool:
             raise
 
     def _start(self, ctx, fn_bytes, label, n):
-        from . import worker
+        from ..engine import worker
 
         for i in range(n):
             mine, theirs = ctx.Pipe(duplex=True)

@@ -4,7 +4,7 @@ batches, concatenated) from it -- never split into single elements."""
 from __future__ import annotations
 
 from .base import Iterator
-from .rows import RowQueue
+from ..engine.rows import RowQueue
 
 
 class RebatchIterator(Iterator):

@@ -17,7 +17,7 @@ import numpy as np
 from .. import random_seed, structure
 from ..errors import InvalidArgumentError
 from .base import BlockIterator
-from .blocks import Failure
+from ..engine.blocks import Failure
 
 DRAW = 1024
 BLOCK = 64

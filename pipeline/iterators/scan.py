@@ -8,7 +8,7 @@ import numpy as np
 from .. import structure
 from ..errors import in_transformation
 from .base import BlockIterator
-from .blocks import Delivery, Failure
+from ..engine.blocks import Delivery, Failure
 
 BLOCK = 256
 

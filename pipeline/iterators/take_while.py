@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import operator
 
-from .blocks import Failure
+from ..engine.blocks import Failure
 from .filter import PredicateIterator
 
 

@@ -7,7 +7,7 @@ next row); the state carries those rows, so nothing is read twice or lost.
 from __future__ import annotations
 
 from .base import Iterator
-from .rows import RowQueue
+from ..engine.rows import RowQueue
 
 RUN = 64  # rows sliced at once for single next() calls
 

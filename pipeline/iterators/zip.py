@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .. import structure
 from .base import BlockIterator
-from .blocks import Failure
+from ..engine.blocks import Failure
 
 BLOCK = 256
 

@@ -101,7 +101,7 @@ def sample_element(node: Node):
 
 def first_element(node: Node):
     """The first element of a throw-away iterator of ``node``; StopIteration for an empty one."""
-    from ..iterators.context import IteratorContext
+    from ..engine.context import IteratorContext
 
     ctx = IteratorContext()
     it = node.make_iterator(ctx)

@@ -13,48 +13,9 @@ Not fused: maps in worker processes (their workers already return stacked blocks
 from __future__ import annotations
 
 from .. import graph
-from ..nodes.base import Node
+from ..nodes.map_batch import MapAndBatch
 from ..options import effective_deterministic
 from . import register
-
-
-class MapAndBatch(Node):
-    """``batch_node(map_node(input))`` as one stage; ``vectorized``: ``f`` runs once on the whole batch."""
-
-    kind = "MapAndBatch"
-
-    def __init__(self, map_node, batch_node, vectorized=False):
-        super().__init__(map_node.inputs)
-        self.map_node, self.batch_node, self.vectorized = map_node, batch_node, vectorized
-        self.name = batch_node.name or map_node.name
-        self.is_random = map_node.is_random
-        self.seeds = map_node.seeds
-
-    @property
-    def lazy_spec(self):
-        return True
-
-    def params(self):
-        p = {"map_func": self.map_node.map_func, "batch_size": self.batch_node.batch_size,
-             "drop_remainder": self.batch_node.drop_remainder,
-             "num_parallel_calls": self.map_node.num_parallel_calls}
-        if self.vectorized:
-            p["vectorized"] = True
-        return p
-
-    def functions(self):
-        return {"map_func": self.map_node.map_func}
-
-    def compute_spec(self):
-        return self.batch_node.element_spec
-
-    def cardinality(self):
-        return self.batch_node.cardinality()
-
-    def make_iterator(self, ctx):
-        from ..iterators.map_batch import MapBatchIterator
-
-        return MapBatchIterator(self, ctx)
 
 
 def fusable(map_node, options) -> str | None:

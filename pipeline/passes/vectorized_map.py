@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from .. import graph
 from . import register
-from .map_batch_fusion import MapAndBatch, fusable, vectorizable
+from ..nodes.map_batch import MapAndBatch
+from .map_batch_fusion import fusable, vectorizable
 
 
 def vectorized_map(root, options, log):

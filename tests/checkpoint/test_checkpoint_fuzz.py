@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jaxfeed.pipeline import Dataset, checkpoint, errors
-from jaxfeed.pipeline.iterators.blocks import Failure
+from jaxfeed.pipeline.engine.blocks import Failure
 
 READ_ERRORS = (errors.InvalidArgumentError, errors.DataLossError)
 RESTORE_ERRORS = READ_ERRORS + (errors.FailedPreconditionError,)

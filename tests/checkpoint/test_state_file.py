@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from jaxfeed.pipeline import Dataset, ExternalStatePolicy, Options, checkpoint, errors
-from jaxfeed.pipeline.iterators.blocks import Failure
+from jaxfeed.pipeline.engine.blocks import Failure
 from jaxfeed.pipeline.testing import assert_elements_equal, to_python
 
 Point = collections.namedtuple("Point", "x y")

@@ -10,7 +10,8 @@ import psutil
 import pytest
 
 from jaxfeed.pipeline import AUTOTUNE, Dataset, Options, errors
-from jaxfeed.pipeline.iterators import autotune, process_map, shared_memory
+from jaxfeed.pipeline.iterators import process_map
+from jaxfeed.pipeline.engine import autotune, shared_memory
 from jaxfeed.pipeline.testing import assert_elements_equal, assert_resumes_everywhere
 
 

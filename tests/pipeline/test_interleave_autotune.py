@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from jaxfeed.pipeline import AUTOTUNE, Dataset, Options
-from jaxfeed.pipeline.iterators import autotune
+from jaxfeed.pipeline.engine import autotune
 from jaxfeed.pipeline.iterators import parallel_interleave
 from jaxfeed.pipeline.iterators.parallel_interleave import ParallelInterleaveIterator
 from jaxfeed.pipeline.testing import assert_resumes_everywhere

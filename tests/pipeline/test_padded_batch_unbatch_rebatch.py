@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from jaxfeed.pipeline import Dataset, TensorSpec, errors
 from jaxfeed.pipeline.dataset import UNKNOWN_CARDINALITY
-from jaxfeed.pipeline.iterators.rows import regroup
+from jaxfeed.pipeline.engine.rows import regroup
 from jaxfeed.pipeline.testing import assert_elements_equal, assert_resumes_everywhere
 
 

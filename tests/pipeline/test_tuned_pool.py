@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from jaxfeed.pipeline.iterators.pool import TunedPool
+from jaxfeed.pipeline.engine.pool import TunedPool
 
 
 def concurrency_probe():

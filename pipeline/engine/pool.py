@@ -16,7 +16,7 @@ import collections
 import threading
 from concurrent.futures import Future
 
-from .base import finalizing
+from ..iterators.base import finalizing
 
 
 class TunedPool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import structure
-from .base import Iterator
+from ..iterators.base import Iterator
 from .rows import RowQueue
 from ..errors import in_transformation
 

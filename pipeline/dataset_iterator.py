@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from . import graph
 from .errors import FailedPreconditionError, InvalidArgumentError, OpError, OutOfRangeError
-from .iterators.context import IteratorContext
+from .engine.context import IteratorContext
 from .passes import run_passes
 
 STATE_VERSION = 1

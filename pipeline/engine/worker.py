@@ -19,9 +19,9 @@ import time
 import traceback
 
 from .. import structure
-from .batch import stack_fast
+from ..iterators.batch import stack_fast
 from .blocks import Failure, apply_block
-from .map import rng_factory
+from ..iterators.map import rng_factory
 from .shared_memory import attach, has_big_leaf, pack_leaves
 
 STACKED = "stacked"  # results tag: one stacked batch instead of a list of elements
