@@ -16,7 +16,7 @@ import numpy as np
 
 from jaxfeed.pipeline import structure as st
 from jaxfeed.pipeline.iterators.base import Iterator
-from jaxfeed.pipeline.nodes.base import UNKNOWN
+from jaxfeed.pipeline.nodes.base import UNKNOWN, ShardWalk
 from jaxfeed.pipeline.nodes.common import PassThrough
 
 
@@ -42,6 +42,7 @@ def _per_replica_spec(spec):
 
 class BalancedRebatch(PassThrough):
     kind = "BalancedRebatch"
+    shard_walk = ShardWalk.THROUGH
 
     def __init__(self, input_node, global_batch, num_workers, replicas_per_worker, worker):
         super().__init__((input_node,))
@@ -70,6 +71,7 @@ class BalancedRebatch(PassThrough):
 
 class LegacyRebatch(PassThrough):
     kind = "LegacyRebatch"
+    shard_walk = ShardWalk.THROUGH
 
     def __init__(self, input_node, num_replicas):
         super().__init__((input_node,))

@@ -59,6 +59,7 @@ class ElasticSelect(PassThrough):
     ``remaining = holes + [frontier, frontier + 1, ...]`` (``shard`` is the case holes=[], frontier=0)."""
 
     kind = "ElasticSelect"
+    keeps_batch_dim = True
 
     def __init__(self, input_node, holes, frontier: int, num_workers: int, index: int):
         super().__init__((input_node,))

@@ -7,12 +7,14 @@ the iterator keeps that promise or raises ``FailedPreconditionError``."""
 
 from __future__ import annotations
 
-from .base import INFINITE, UNKNOWN
+from .base import INFINITE, ShardWalk, UNKNOWN
 from .common import PassThrough, check_int
 
 
 class AssertCardinality(PassThrough):
     kind = "AssertCardinality"
+    shard_walk = ShardWalk.THROUGH
+    keeps_batch_dim = True
 
     def __init__(self, input_node, expected_cardinality):
         super().__init__((input_node,))

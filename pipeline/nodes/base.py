@@ -24,11 +24,41 @@ UNKNOWN = -2
 _UNSET = object()
 
 
+class ShardWalk:
+    """How auto-shard's FILE policy walks through a node towards the files (``distribute/auto_sharding.py``).
+
+    Declared by each node class as ``shard_walk``; a node that declares nothing is ``OPAQUE``, so a new
+    transformation makes FILE refuse (and AUTO fall back to DATA) instead of being sharded wrongly."""
+
+    OPAQUE = "opaque"  # nothing is known of how its output relates to files: FILE stops here
+    THROUGH = "through"  # its elements come from inputs[0]'s, in the same files: walk into inputs[0]
+    EVERY_INPUT = "every_input"  # zip, concatenate: every input is walked, each must be shardable
+    READER = "reader"  # reads the files whose names inputs[0] yields (``reads_files``): shard inputs[0]
+    FILE_MAPPER = "file_mapper"  # interleave / flat_map: shard inputs[0] when its function makes a reader
+    DATASET_MAPPER = "dataset_mapper"  # a map whose function may return datasets (readers) for a flat_map
+
+
 class Node:
     kind: str = "Node"  # the tf.data-style name shown in graphs and messages
     is_source: bool = False  # reads external data or Python values; no dataset inputs
     is_random: bool = False  # draws random numbers (needs a seed under determinism)
     reads_files: bool = False  # a file reader (auto-shard FILE looks for these)
+    lazy_spec: bool = False  # the element spec needs a call of user code (computed when first asked)
+
+    # ---- what other packages may read of any node (declared here so a new node cannot miss one) ----
+    seeds = None  # resolved (global, op) seeds of a random node; None = unseeded (``random_seed.resolve``)
+    num_parallel_calls = None  # None: runs its function on the consumer's thread; else a count or AUTOTUNE
+    deterministic = None  # the user's order flag for a parallel stage (None: the options decide)
+    stateful = None  # the user's declaration about its functions (None: inspect them)
+    # ---- capabilities: how passes, auto-shard, checkpoints and distribution treat the node ----
+    shard_walk: str = ShardWalk.OPAQUE
+    only_reorders: bool = False  # yields exactly its input's elements in another order (shuffle): auto-shard
+    #                              moves such a stage of file names below the shard it inserts
+    output_stage: bool = False  # a trailing stage that changes no element (prefetch, with_options): DATA's
+    #                             shard goes beneath it, so the stage keeps its place at the output
+    keeps_batch_dim: bool = False  # each output element is one whole input element with the same leading
+    #                                dimension (map, filter, take, shuffle, prefetch, ...): a batch size found
+    #                                upstream still holds, and elastic resume can count elements through it
 
     def __init__(self, inputs=()):
         self.inputs: tuple[Node, ...] = tuple(inputs)
@@ -55,6 +85,31 @@ class Node:
 
     def cardinality(self) -> int:
         return UNKNOWN
+
+    def batches_of(self) -> int | None:
+        """The static number of input elements this node puts in each batch it yields (batch, padded_batch,
+        the fused map+batch), or None for a node that does not batch."""
+        return None
+
+    def runs_ahead(self) -> bool:
+        """Does it pull from its input on a background thread, ahead of the consumer (a prefetch with a
+        buffer)? The determinism rewriter removes such stages above a stateful function."""
+        return False
+
+    def for_data_sharding(self, keep_balanced: bool) -> "Node":
+        """What DATA auto-sharding turns this node into (itself, except for a per-replica rebatch: every worker
+        then sees every batch, so the balanced split becomes tf.distribute's legacy one)."""
+        return self
+
+    def not_replayable_because(self) -> str | None:
+        """Why a second run of this node, by itself, may yield other elements than the first (None: it replays
+        exactly, given its inputs). Checkpoints, elastic resume and the determinism rewriter all ask this
+        through ``pipeline/reproducibility.py``; parallel order and streaming sources are judged there."""
+        if self.is_random and self.seeds is None:
+            return "is random and unseeded: each run draws a different order (give it a seed or set a global seed)"
+        if self.stateful is True:
+            return "calls a function declared stateful=True"
+        return None
 
     def label(self) -> str:
         """``Kind(arg=value, ...)`` for graphs and error messages."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import structure
 from ..errors import InvalidArgumentError
-from .base import INFINITE, UNKNOWN, Node
+from .base import INFINITE, Node, ShardWalk, UNKNOWN
 from .common import check_bool, check_int, check_parallelism, warn_deterministic_without_parallelism
 
 
@@ -33,6 +33,7 @@ def _refuse_datasets(spec) -> None:
 
 class Batch(Node):
     kind = "Batch"
+    shard_walk = ShardWalk.THROUGH
 
     def __init__(self, input_node, batch_size, drop_remainder=False, num_parallel_calls=None, deterministic=None):
         super().__init__((input_node,))
@@ -61,6 +62,9 @@ class Batch(Node):
 
     def cardinality(self):
         return batched_cardinality(self.inputs[0].cardinality(), self.batch_size, self.drop_remainder)
+
+    def batches_of(self):
+        return int(self.batch_size)
 
     def make_iterator(self, ctx):
         from ..iterators.batch import BatchIterator

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 
+from .base import ShardWalk
 from .common import PassThrough
 
 
@@ -31,6 +32,8 @@ class CacheStore:
 
 class Cache(PassThrough):
     kind = "Cache"
+    shard_walk = ShardWalk.THROUGH
+    keeps_batch_dim = True
 
     def __init__(self, input_node, filename=""):
         super().__init__((input_node,))

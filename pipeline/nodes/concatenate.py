@@ -7,7 +7,7 @@ import weakref
 import numpy as np
 
 from .. import structure
-from .base import INFINITE, UNKNOWN, Node
+from .base import INFINITE, Node, ShardWalk, UNKNOWN
 from .common import UNKNOWN_SPEC
 
 
@@ -46,6 +46,7 @@ class Concatenate(Node):
     the same fully known shapes (so a gather across the seam is one array per leaf)."""
 
     kind = "Concatenate"
+    shard_walk = ShardWalk.EVERY_INPUT
 
     def __init__(self, first, second):
         super().__init__((first, second))

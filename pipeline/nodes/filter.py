@@ -3,7 +3,7 @@ shares."""
 
 from __future__ import annotations
 
-from .base import UNKNOWN
+from .base import ShardWalk, UNKNOWN
 from .common import PassThrough, check_signature
 
 
@@ -34,6 +34,8 @@ class Filter(PredicateNode):
     where it happens (tf.data finds this when tracing; we only know once the predicate has run)."""
 
     kind = "Filter"
+    shard_walk = ShardWalk.THROUGH
+    keeps_batch_dim = True
     transformation = "filter"
 
     def make_iterator(self, ctx):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import UNKNOWN, Node
+from .base import Node, ShardWalk, UNKNOWN
 from .common import UNKNOWN_SPEC, call, call_for_spec, check_signature
 
 
@@ -47,6 +47,7 @@ class FlatMap(Node):
     the structure, dtypes and ranks of one sample inner dataset's spec, every dimension unknown."""
 
     kind = "FlatMap"
+    shard_walk = ShardWalk.FILE_MAPPER
 
     def __init__(self, input_node, map_func, output_signature=None):
         super().__init__((input_node,))

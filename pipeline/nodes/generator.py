@@ -106,6 +106,12 @@ class Generator(Node):
     def cardinality(self):
         return UNKNOWN
 
+    def not_replayable_because(self):
+        if not self.replayable:
+            return ("runs a Python generator, whose output cannot be known to be the same in every run (declare "
+                    "from_generator(..., replayable=True) if it is)")
+        return super().not_replayable_because()
+
     def make_iterator(self, ctx):
         from ..iterators.generator import GeneratorIterator
 

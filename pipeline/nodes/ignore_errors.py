@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import UNKNOWN
+from .base import ShardWalk, UNKNOWN
 from .common import PassThrough, first_element
 
 
@@ -17,6 +17,8 @@ class IgnoreErrors(PassThrough):
     """
 
     kind = "IgnoreErrors"
+    shard_walk = ShardWalk.THROUGH
+    keeps_batch_dim = True
 
     def __init__(self, input_node, log_warning=False):
         super().__init__((input_node,))

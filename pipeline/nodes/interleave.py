@@ -4,7 +4,7 @@ in turn (tf.data's slot model, reference 3.4)."""
 from __future__ import annotations
 
 from ..errors import InvalidArgumentError
-from .base import UNKNOWN, Node
+from .base import Node, ShardWalk, UNKNOWN
 from .common import (AUTOTUNE, check_int, check_parallelism, check_signature,
                      warn_deterministic_without_parallelism)
 from .flat_map import dataset_function_spec, declared
@@ -31,6 +31,7 @@ class Interleave(Node):
     """
 
     kind = "Interleave"
+    shard_walk = ShardWalk.FILE_MAPPER
 
     def __init__(self, input_node, map_func, cycle_length=None, block_length=None, num_parallel_calls=None,
                  deterministic=None, output_signature=None):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import graph, random_seed
-from .base import Node
+from .base import Node, ShardWalk
 from .common import (call, check_parallelism, check_signature, spec_from_function,
                      warn_deterministic_without_parallelism)
 from .signature import Conform, check_signature_structure, unwrap
@@ -17,6 +17,8 @@ class Map(Node):
     element, every dimension unknown."""
 
     kind = "Map"
+    shard_walk = ShardWalk.DATASET_MAPPER
+    keeps_batch_dim = True
 
     def __init__(self, input_node, map_func, num_parallel_calls=None, deterministic=None, *, vectorized=False,
                  executor=None, with_rng=False, seed=None, stateful=None, output_signature=None):

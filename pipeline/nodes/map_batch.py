@@ -6,13 +6,14 @@ batch's arrays (``iterators/map_batch.py``); with ``vectorized`` ``f`` runs once
 
 from __future__ import annotations
 
-from .base import Node
+from .base import Node, ShardWalk
 
 
 class MapAndBatch(Node):
     """``batch_node(map_node(input))`` as one stage; ``vectorized``: ``f`` runs once on the whole batch."""
 
     kind = "MapAndBatch"
+    shard_walk = ShardWalk.THROUGH
 
     def __init__(self, map_node, batch_node, vectorized=False):
         super().__init__(map_node.inputs)
@@ -41,6 +42,9 @@ class MapAndBatch(Node):
 
     def cardinality(self):
         return self.batch_node.cardinality()
+
+    def batches_of(self):
+        return int(self.batch_node.batch_size)
 
     def make_iterator(self, ctx):
         from ..iterators.map_batch import MapBatchIterator

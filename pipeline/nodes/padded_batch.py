@@ -19,7 +19,7 @@ import numbers
 import numpy as np
 
 from .. import structure
-from .base import Node
+from .base import Node, ShardWalk
 from .batch import batched_cardinality, check_batch_size
 from .common import check_bool
 
@@ -38,6 +38,7 @@ class LeafPlan:
 
 class PaddedBatch(Node):
     kind = "PaddedBatch"
+    shard_walk = ShardWalk.THROUGH
 
     def __init__(self, input_node, batch_size, padded_shapes=None, padding_values=None, drop_remainder=False):
         super().__init__((input_node,))
@@ -87,6 +88,9 @@ class PaddedBatch(Node):
 
     def cardinality(self):
         return batched_cardinality(self.inputs[0].cardinality(), self.batch_size, self.drop_remainder)
+
+    def batches_of(self):
+        return int(self.batch_size)
 
     def make_iterator(self, ctx):
         from ..iterators.padded_batch import PaddedBatchIterator

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from ..errors import InvalidArgumentError
+from .base import ShardWalk
 from .common import AUTOTUNE, PassThrough, check_int
 
 
 class Prefetch(PassThrough):
     kind = "Prefetch"
+    shard_walk = ShardWalk.THROUGH
+    output_stage = True
+    keeps_batch_dim = True
 
     def __init__(self, input_node, buffer_size):
         super().__init__((input_node,))
@@ -22,6 +26,9 @@ class Prefetch(PassThrough):
 
     def cardinality(self):
         return self.inputs[0].cardinality()
+
+    def runs_ahead(self):
+        return self.buffer_size != 0
 
     def make_iterator(self, ctx):
         if self.buffer_size == 0:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .. import structure
 from ..errors import InvalidArgumentError
-from .base import UNKNOWN, Node
+from .base import Node, ShardWalk, UNKNOWN
 from .common import check_bool, check_int
 from .unbatch import check_batched
 
@@ -30,6 +30,7 @@ def check_sizes(batch_size) -> tuple[int, ...]:
 
 class Rebatch(Node):
     kind = "Rebatch"
+    shard_walk = ShardWalk.THROUGH
 
     def __init__(self, input_node, batch_size, drop_remainder=False):
         super().__init__((input_node,))

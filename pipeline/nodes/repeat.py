@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from .base import INFINITE, UNKNOWN
+from .base import INFINITE, ShardWalk, UNKNOWN
 from .common import PassThrough, check_int
 
 
 class Repeat(PassThrough):
     kind = "Repeat"
+    shard_walk = ShardWalk.THROUGH
+    keeps_batch_dim = True
 
     def __init__(self, input_node, count=None):
         super().__init__((input_node,))

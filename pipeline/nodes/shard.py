@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from ..errors import InvalidArgumentError
-from .base import INFINITE, UNKNOWN
+from .base import INFINITE, ShardWalk, UNKNOWN
 from .common import SHARD_HINT, PassThrough, check_int
 
 
 class Shard(PassThrough):
     kind = "Shard"
+    shard_walk = ShardWalk.THROUGH
+    keeps_batch_dim = True
 
     def __init__(self, input_node, num_shards, index, require_non_empty=False):
         super().__init__((input_node,))

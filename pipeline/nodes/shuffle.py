@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from .. import graph, random_seed
 from ..errors import InvalidArgumentError
-from .base import UNKNOWN
+from .base import ShardWalk, UNKNOWN
 from .common import PassThrough, check_int
 
 
 class Shuffle(PassThrough):
     kind = "Shuffle"
+    shard_walk = ShardWalk.THROUGH
+    only_reorders = True
+    keeps_batch_dim = True
     is_random = True
 
     def __init__(self, input_node, buffer_size, seed=None, reshuffle_each_iteration=None):

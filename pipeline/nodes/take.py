@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from .base import INFINITE, UNKNOWN
+from .base import INFINITE, ShardWalk, UNKNOWN
 from .common import PassThrough, check_int
 
 
 class Take(PassThrough):
     kind = "Take"
+    shard_walk = ShardWalk.THROUGH
+    keeps_batch_dim = True
 
     def __init__(self, input_node, count):
         super().__init__((input_node,))
@@ -34,6 +36,8 @@ class Take(PassThrough):
 
 class Skip(PassThrough):
     kind = "Skip"
+    shard_walk = ShardWalk.THROUGH
+    keeps_batch_dim = True
 
     def __init__(self, input_node, count):
         super().__init__((input_node,))

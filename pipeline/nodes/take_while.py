@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .base import ShardWalk
 from .filter import PredicateNode
 
 
@@ -9,6 +10,8 @@ class TakeWhile(PredicateNode):
     """The predicate follows ``filter``'s rules (a scalar bool, ValueError otherwise)."""
 
     kind = "TakeWhile"
+    shard_walk = ShardWalk.THROUGH
+    keeps_batch_dim = True
     transformation = "take_while"
 
     def make_iterator(self, ctx):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import structure
-from .base import INFINITE, UNKNOWN, Node
+from .base import INFINITE, Node, ShardWalk, UNKNOWN
 
 
 def check_batched(spec, transformation: str) -> None:
@@ -26,6 +26,7 @@ def check_batched(spec, transformation: str) -> None:
 
 class Unbatch(Node):
     kind = "Unbatch"
+    shard_walk = ShardWalk.THROUGH
 
     def __init__(self, input_node):
         super().__init__((input_node,))

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from .. import structure
 from ..errors import InvalidArgumentError
-from .base import INFINITE, UNKNOWN, Node
+from .base import INFINITE, Node, ShardWalk, UNKNOWN
 from .common import check_bool, check_int
 
 
 class Window(Node):
     kind = "Window"
+    shard_walk = ShardWalk.THROUGH
 
     def __init__(self, input_node, size, shift=None, stride=1, drop_remainder=False):
         super().__init__((input_node,))

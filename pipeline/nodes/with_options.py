@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from ..options import Options
+from .base import ShardWalk
 from .common import PassThrough
 
 
 class WithOptions(PassThrough):
     kind = "WithOptions"
+    shard_walk = ShardWalk.THROUGH
+    output_stage = True
+    keeps_batch_dim = True
 
     def __init__(self, input_node, options: Options):
         super().__init__((input_node,))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import structure
-from .base import INFINITE, UNKNOWN, Node
+from .base import INFINITE, Node, ShardWalk, UNKNOWN
 
 
 def _check_nest(datasets):
@@ -25,6 +25,7 @@ class Zip(Node):
     random-access, so is the zip: ``enumerate`` and zipped in-memory arrays gather whole batches."""
 
     kind = "Zip"
+    shard_walk = ShardWalk.EVERY_INPUT
 
     def __init__(self, datasets):
         _check_nest(datasets)
