@@ -1,7 +1,7 @@
 """Auto-sharding: the graph rewrite that gives each input worker its share of a dataset (no JAX here).
 
 ``auto_shard(dataset, num_workers, index)`` returns the dataset worker ``index`` reads, following the
-dataset's ``Options().experimental_distribute.auto_shard_policy`` (reference: tfdata-semantics section 5):
+dataset's ``Options().experimental_distribute.auto_shard_policy`` (docs/tf-behaviour.md#auto-shard):
 
 - FILE: walk from the output towards the sources through pass-through transformations (batch, map,
   filter, shuffle, repeat, take, prefetch, ...; zip and concatenate: every input) to the *sharding points*:

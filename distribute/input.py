@@ -2,7 +2,7 @@
 
 ``experimental_distribute_dataset(ds)`` builds, for this worker, ``auto_shard(rebatch(ds))``:
 
-1. the per-replica split (reference 6.1/6.2). With N = W workers x R local replicas and a global batch
+1. the per-replica split (docs/tf-behaviour.md#per-replica-split). With N = W workers x R local replicas and a global batch
    size B found statically (the elements' common leading dimension, else the nearest ``batch`` upstream):
    the *balanced* split (``BalancedRebatch``: sizes differ by at most one, worker w's list rotated by w*R).
    When B cannot be found, and whenever DATA sharding applies (AUTO falling back to DATA included, even on

@@ -135,7 +135,7 @@ def feature(values) -> Feature:
         return f
     arr = np.asarray(items, dtype=object if isinstance(items, np.ndarray) and items.dtype.kind == "O" else None)
     if arr.size == 0 and arr.dtype.kind not in "SUO":
-        f.int64_list.SetInParent()  # an empty list still has a kind (reference 9)
+        f.int64_list.SetInParent()  # an empty list still has a kind (docs/tf-behaviour.md#example-protos)
     elif arr.dtype.kind in "SUO":
         f.bytes_list.value.extend(v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in arr.reshape(-1).tolist())
     elif arr.dtype.kind == "f":

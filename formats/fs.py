@@ -24,7 +24,7 @@ _INFLATE_CHUNK = 1 << 20
 
 def check_compression(compression_type, what: str) -> str:
     """``None``/``""``/``"GZIP"``/``"ZLIB"`` -> the canonical name. TensorFlow only logs an unknown value and
-    reads the file uncompressed; we raise (reference 12.3)."""
+    reads the file uncompressed; we raise (docs/tf-behaviour.md#compression)."""
     if compression_type is None:
         return ""
     if not isinstance(compression_type, str):
@@ -222,7 +222,7 @@ def open_output(url: str, compression: str = "", level: int = zlib.Z_DEFAULT_COM
 
 def glob(patterns) -> list[str]:
     """Every file matching any of ``patterns`` (a URL glob or a list of them), sorted; duplicates kept
-    (reference 1.5). Results keep the pattern's protocol so they can be opened again."""
+    (docs/tf-behaviour.md#list-files). Results keep the pattern's protocol so they can be opened again."""
     import fsspec
 
     if isinstance(patterns, (str, bytes)):

@@ -1,7 +1,7 @@
 """What every file reader shares: the file-name input, the node base class, and the iterator that reads the
 files its input names one after another, block by block, with (file, offset) state.
 
-A reader node's ``inputs[0]`` is a dataset of scalar strings (reference 1.6): given a str or a list we build
+A reader node's ``inputs[0]`` is a dataset of scalar strings (docs/tf-behaviour.md#tfrecord): given a str or a list we build
 ``from_tensor_slices(names)``; given a Dataset we use it as is. The auto-shard FILE policy may put a
 ``shard`` on that input, so the iterator reads whatever names the input yields, in order.
 """
@@ -20,7 +20,7 @@ from . import fs
 
 SCALAR_STRING = structure.TensorSpec((), structure.STRING)
 # num_parallel_reads=AUTOTUNE: TensorFlow takes ceil(#CPUs / 3) files at a time, so the record order
-# depends on the machine (reference 3.4). We fix the cycle length so the order is the same everywhere.
+# depends on the machine (docs/tf-behaviour.md#interleave). We fix the cycle length so the order is the same everywhere.
 AUTOTUNE_CYCLE_LENGTH = 4
 
 

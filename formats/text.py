@@ -1,4 +1,4 @@
-"""``TextLineDataset``: the lines of text files as ``bytes`` scalars (reference 1.7).
+"""``TextLineDataset``: the lines of text files as ``bytes`` scalars (docs/tf-behaviour.md#text-line).
 
 Lines split on ``\\n``; every ``\\r`` byte is dropped (not only one before ``\\n``); blank lines are kept; a
 final newline adds no empty line. Each block is split with one ``bytes.split`` and its line offsets come

@@ -1,7 +1,7 @@
 """TFRecord framing: a block reader that finds, checks and slices many records per call, and the writer.
 
 A record is ``uint64 LE length · uint32 LE masked CRC32C(length bytes) · payload · uint32 LE masked
-CRC32C(payload)`` (reference 1.6). The Python path works on large blocks (2 MiB by default: as fast as 4
+CRC32C(payload)`` (docs/tf-behaviour.md#tfrecord). The Python path works on large blocks (2 MiB by default: as fast as 4
 MiB here, faster than 1 MiB, and kinder to the caches); the C path reads 512 KiB blocks into a reused buffer:
 
 1. ``locate`` walks the headers of a block. Once several consecutive records have the same length (the common
@@ -23,7 +23,7 @@ bytes objects of records the consumer has dropped (a ring of the last few MiB it
 a malloc and a free per record were ~15% of a read of 1 KiB records.
 ``JAXFEED_NO_C_EXT=1`` (at import) forces the Python path.
 
-Damage (tf.data's messages, reference section 11): a bad length CRC is "corrupted record at <offset> (Is
+Damage (tf.data's messages, docs/tf-behaviour.md#tfrecord): a bad length CRC is "corrupted record at <offset> (Is
 this even a TFRecord file?)" and ends the file (the next record cannot be found); a bad payload CRC is
 "corrupted record at <offset>" and reading goes on with the next record (the verified length still frames
 it), so ``ignore_errors`` skips just that record; a file that ends inside a payload or its CRC is

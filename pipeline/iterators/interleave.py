@@ -1,4 +1,4 @@
-"""``interleave``: tf.data's slot model [reference 3.4], shared by the sequential and parallel iterators.
+"""``interleave``: tf.data's slot model [docs/tf-behaviour.md#interleave], shared by the sequential and parallel iterators.
 
 ``cycle`` slots start empty; ``c`` is the current slot and ``b`` counts the elements taken from it in this
 visit. At slot ``c``: an open inner iterator gives up to ``block_length - b`` elements (the visit ends

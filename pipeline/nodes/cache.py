@@ -1,4 +1,4 @@
-"""``cache``: record the elements of the first complete pass; later passes replay them (reference 3.13).
+"""``cache``: record the elements of the first complete pass; later passes replay them (docs/tf-behaviour.md#cache).
 
 - ``filename=""``: in memory. The recording lives in a ``CacheStore`` created with the node -- the node's
   one runtime slot. Passes copy nodes with ``copy.copy``, so every rewritten copy of this node shares the

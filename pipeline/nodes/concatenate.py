@@ -13,7 +13,7 @@ from .common import UNKNOWN_SPEC
 
 def common_spec(specs: list, transformation: str):
     """The spec that covers every spec in ``specs``: same structure and dtypes (TypeError "Incompatible
-    dataset elements" otherwise), shapes relaxed to the most specific compatible shape [reference 3.10]."""
+    dataset elements" otherwise), shapes relaxed to the most specific compatible shape [docs/tf-behaviour.md#concatenate]."""
     known = [s for s in specs if s is not UNKNOWN_SPEC]  # a function that never ran tells nothing
     if not known:
         return UNKNOWN_SPEC
@@ -42,7 +42,7 @@ _UNSET = object()
 
 
 class Concatenate(Node):
-    """tf.data's ``concatenate`` [reference 3.10]. Random-access when both inputs are and their leaves have
+    """tf.data's ``concatenate`` [docs/tf-behaviour.md#concatenate]. Random-access when both inputs are and their leaves have
     the same fully known shapes (so a gather across the seam is one array per leaf)."""
 
     kind = "Concatenate"

@@ -25,11 +25,11 @@ class PredicateNode(PassThrough):
         return {"predicate": self.predicate}
 
     def cardinality(self):
-        return UNKNOWN  # [reference 0.4]: -2 even for an infinite or empty input
+        return UNKNOWN  # [docs/tf-behaviour.md#cardinality]: -2 even for an infinite or empty input
 
 
 class Filter(PredicateNode):
-    """tf.data's ``filter`` [reference 3.2]. The predicate must return a scalar bool (a Python bool, a numpy
+    """tf.data's ``filter`` [docs/tf-behaviour.md#filter]. The predicate must return a scalar bool (a Python bool, a numpy
     ``bool_`` or a 0-d bool array); any other result raises ValueError naming this node, at the element
     where it happens (tf.data finds this when tracing; we only know once the predicate has run)."""
 

@@ -39,7 +39,7 @@ def declared(node, map_func, output_signature, transformation: str):
 
 
 class FlatMap(Node):
-    """tf.data's ``flat_map`` [reference 3.3]. ``map_func`` must return a Dataset (TypeError naming
+    """tf.data's ``flat_map`` [docs/tf-behaviour.md#flat-map]. ``map_func`` must return a Dataset (TypeError naming
     flat_map otherwise, raised when it returns something else). Inner datasets get no options or rewrite
     passes of their own (their ``with_options`` does not reach the outer dataset, as in tf.data).
 

@@ -52,7 +52,7 @@ def _check_signature(signature, path="output_signature"):
 
 
 class Generator(Node):
-    """tf.data's ``from_generator`` [reference 1.4]: each iterator calls ``generator(*args)`` again and checks
+    """tf.data's ``from_generator`` [docs/tf-behaviour.md#from-generator]: each iterator calls ``generator(*args)`` again and checks
     every yielded element against the signature (InvalidArgumentError for a wrong structure or shape; an
     exception in the generator becomes an InvalidArgumentError carrying its text, after the elements
     yielded before it).

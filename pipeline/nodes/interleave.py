@@ -1,5 +1,5 @@
 """``interleave``: up to ``cycle_length`` inner datasets open at once, ``block_length`` elements from each
-in turn (tf.data's slot model, reference 3.4)."""
+in turn (tf.data's slot model, docs/tf-behaviour.md#interleave)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ DEFAULT_CYCLE_LENGTH = 4
 class Interleave(Node):
     """tf.data's ``interleave``.
 
-    Order: exactly tf.data's slot model [reference 3.4] -- slots refill lazily when the cycle comes back
+    Order: exactly tf.data's slot model [docs/tf-behaviour.md#interleave] -- slots refill lazily when the cycle comes back
     to them, an exhausted slot moves the cycle on at once, ``block_length`` elements per visit.
 
     ``cycle_length=None`` (or AUTOTUNE) does **not** depend on the machine, unlike tf.data (which uses

@@ -45,7 +45,7 @@ def glob(pattern: str) -> list[str]:
 
 
 class ListFiles(Node):
-    """tf.data's ``list_files`` [reference 1.5] before its shuffle (``Dataset.list_files`` adds that): all
+    """tf.data's ``list_files`` [docs/tf-behaviour.md#list-files] before its shuffle (``Dataset.list_files`` adds that): all
     matches of all patterns, pooled and sorted, duplicates kept; scalar string elements. The patterns are
     globbed once, at construction; no match at all raises InvalidArgumentError there. Local matches are
     absolute paths; other filesystems' (``memory://``, ``gs://``, ...) keep their protocol so that readers

@@ -4,7 +4,7 @@
 (ints for fixed sizes, ``None``/-1 for "the largest in this batch") and a scalar. Without ``padded_shapes``
 every dimension is padded to the largest in its batch.
 
-Deviation from tf.data (reference 2.2 QUIRK): a Python ``int`` padding value is accepted for any integer or
+Deviation from tf.data (docs/tf-behaviour.md#padded-batch): a Python ``int`` padding value is accepted for any integer or
 float component it fits (TF turns it into int32 first and then rejects ``-1`` for an int64 component). numpy
 padding values must still have exactly the component's dtype.
 

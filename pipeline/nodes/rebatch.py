@@ -1,7 +1,7 @@
-"""``rebatch``: exactly ``unbatch().batch(N)``, crossing input batch boundaries (reference 2.4).
+"""``rebatch``: exactly ``unbatch().batch(N)``, crossing input batch boundaries (docs/tf-behaviour.md#rebatch).
 
 ``batch_size`` may be a list of sizes used in turn; a size of 0 gives an empty batch. Deviations from
-tf.data (reference recommendation 5), both because tf.data's behaviour only ever surprises: sizes that are
+tf.data (docs/tf-behaviour.md#rebatch), both because tf.data's behaviour only ever surprises: sizes that are
 all 0 (``rebatch(0)``) are rejected -- tf.data yields empty batches forever -- and no trailing empty batch
 is emitted after the data ends (tf.data emits one when the next size in turn is 0).
 """

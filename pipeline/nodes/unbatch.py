@@ -1,4 +1,4 @@
-"""``unbatch``: split every component along dimension 0 and yield the rows in order (reference 2.3)."""
+"""``unbatch``: split every component along dimension 0 and yield the rows in order (docs/tf-behaviour.md#unbatch)."""
 
 from __future__ import annotations
 

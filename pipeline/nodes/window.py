@@ -1,9 +1,9 @@
-"""``window``: datasets of consecutive (strided) elements (reference 2.5).
+"""``window``: datasets of consecutive (strided) elements (docs/tf-behaviour.md#window).
 
 Window k starts at input index ``k * shift`` and holds the elements at ``start + j * stride`` for
 ``j < size`` that exist; without ``drop_remainder`` the last windows shrink. Each window is a finite
 Dataset; for tuple or dict elements the window is a tuple or dict *of* datasets, one per component
-(reference 0.1), so the element spec is the input's spec with a ``DatasetSpec`` at every leaf.
+(docs/tf-behaviour.md#structure), so the element spec is the input's spec with a ``DatasetSpec`` at every leaf.
 """
 
 from __future__ import annotations

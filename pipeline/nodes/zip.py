@@ -20,7 +20,7 @@ def _check_nest(datasets):
 
 
 class Zip(Node):
-    """tf.data's ``zip`` [reference 3.9]: the element has the structure of the datasets argument (a single
+    """tf.data's ``zip`` [docs/tf-behaviour.md#zip]: the element has the structure of the datasets argument (a single
     dataset is not wrapped; ``(a,)`` gives 1-tuples); it stops at the shortest input. When every input is
     random-access, so is the zip: ``enumerate`` and zipped in-memory arrays gather whole batches."""
 

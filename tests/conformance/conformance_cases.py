@@ -85,7 +85,7 @@ def _masked(crc: int) -> int:
 
 
 def tfrecord_bytes(records) -> bytes:
-    """TFRecord framing in plain Python (reference 1.6), so both sides read the same bytes."""
+    """TFRecord framing in plain Python (docs/tf-behaviour.md#tfrecord), so both sides read the same bytes."""
     out = bytearray()
     for r in records:
         length = struct.pack("<Q", len(r))
@@ -2113,7 +2113,7 @@ def ckpt_unbatch_rebatch(t, np):
 
 @case("checkpoint", checkpoint=[1])
 def ckpt_generator_refused(t, np):
-    # a generator is external state: tf.data refuses to save it (reference section 10)
+    # a generator is external state: tf.data refuses to save it (docs/tf-behaviour.md#checkpoints)
     return t.Dataset.from_generator(_gen_ints, output_signature=t.spec((), "int64"))
 
 
@@ -2140,7 +2140,7 @@ def padded_batch_int_shape_static(t, np):
 
 @case("padded_batch")
 def padded_batch_python_int_padding_int64(t, np):
-    # reference 2.2 QUIRK: tf.data refuses a Python int padding value for an int64 component
+    # docs/tf-behaviour.md#padded-batch: tf.data refuses a Python int padding value for an int64 component
     return t.Dataset.from_tensors(np.array([1, 2], dtype=np.int64)).padded_batch(
         2, padded_shapes=[3], padding_values=-1)
 

@@ -1,4 +1,4 @@
-"""Auto-shard passes and the plan: graph rewrites only, no JAX device needed (reference section 5)."""
+"""Auto-shard passes and the plan: graph rewrites only, no JAX device needed (docs/tf-behaviour.md#auto-shard)."""
 
 import logging
 
@@ -128,7 +128,7 @@ def test_file_policy_on_a_non_file_pipeline_raises_not_found():
 
 
 def test_file_sharding_is_all_or_nothing_never_data_on_a_partly_rewritten_graph():
-    # tf.distribute loses records here (reference 5.4); AUTO must fall back to DATA on the original graph.
+    # tf.distribute loses records here (docs/tf-behaviour.md#auto-shard); AUTO must fall back to DATA on the original graph.
     ds = fake_files(2, records=2).concatenate(Dataset.from_tensor_slices([b"x0", b"x1"]))
     w0, w1 = values(auto_shard(ds, 2, 0)), values(auto_shard(ds, 2, 1))
     assert sorted(w0 + w1) == sorted(values(ds))

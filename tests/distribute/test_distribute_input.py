@@ -1,4 +1,4 @@
-"""Distributed datasets: the per-replica split rules (reference 6.1-6.3), padding, element_spec, state."""
+"""Distributed datasets: the per-replica split rules (docs/tf-behaviour.md#per-replica-split), padding, element_spec, state."""
 
 import jax
 import numpy as np

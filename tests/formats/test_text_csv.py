@@ -1,4 +1,4 @@
-"""TextLineDataset (reference 1.7) and CsvDataset."""
+"""TextLineDataset (docs/tf-behaviour.md#text-line) and CsvDataset."""
 
 import gzip
 

@@ -1,4 +1,4 @@
-"""tf.data semantics of cache (reference 3.13): in memory and in files (local and memory://)."""
+"""tf.data semantics of cache (docs/tf-behaviour.md#cache): in memory and in files (local and memory://)."""
 
 import collections
 import logging

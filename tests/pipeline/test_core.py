@@ -1,4 +1,4 @@
-"""tf.data semantics of the core sources and transformations (see shared/reference/tfdata-semantics.md)."""
+"""tf.data semantics of the core sources and transformations (see docs/tf-behaviour.md)."""
 
 import collections
 import pickle

@@ -1,5 +1,5 @@
 """filter, flat_map and interleave (sequential and parallel) against tf.data semantics
-(shared/reference/tfdata-semantics.md sections 3.2-3.4)."""
+(docs/tf-behaviour.md#filter, #flat-map, #interleave)."""
 
 import itertools
 import threading

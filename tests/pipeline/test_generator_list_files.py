@@ -1,4 +1,4 @@
-"""from_generator and list_files (shared/reference/tfdata-semantics.md sections 1.4, 1.5)."""
+"""from_generator and list_files (docs/tf-behaviour.md#from-generator, #list-files)."""
 
 import os
 

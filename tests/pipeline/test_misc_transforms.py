@@ -1,5 +1,5 @@
 """scan, unique, take_while, ignore_errors, apply, reduce and get_single_element
-(shared/reference/tfdata-semantics.md sections 0.5, 3.12 and the error-propagation contract)."""
+(docs/tf-behaviour.md#iteration, #arguments and the error-propagation contract)."""
 
 import logging
 

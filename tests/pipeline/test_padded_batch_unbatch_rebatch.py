@@ -1,4 +1,4 @@
-"""tf.data semantics of padded_batch, unbatch and rebatch (shared/reference/tfdata-semantics.md 2.2-2.4)."""
+"""tf.data semantics of padded_batch, unbatch and rebatch (docs/tf-behaviour.md#padded-batch, #unbatch, #rebatch)."""
 
 import numpy as np
 import pytest
@@ -210,7 +210,7 @@ def test_rebatch_size_zero_gives_empty_batches_but_none_after_the_data():  # 2.4
     assert values(Dataset.range(6).batch(4).rebatch([0, 2])) == [[], [0, 1], [], [2, 3], [], [4, 5]]
 
 
-def test_rebatch_rejects_all_zero_sizes():  # reference recommendation 5
+def test_rebatch_rejects_all_zero_sizes():  # docs/tf-behaviour.md#rebatch
     with pytest.raises(errors.InvalidArgumentError, match="all 0"):
         Dataset.range(6).batch(2).rebatch(0)
     with pytest.raises(errors.InvalidArgumentError):

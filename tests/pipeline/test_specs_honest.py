@@ -1,7 +1,7 @@
 """element_spec is a promise about every element (issue 14, defect 3).
 
 tf.data finds a function's output shapes by tracing it: only what holds for every input becomes a static
-dimension (reference section 8: ``fill([x], x)`` gives ``(None,)``). jaxfeed runs a function on one sample
+dimension (docs/tf-behaviour.md#element-specs: ``fill([x], x)`` gives ``(None,)``). jaxfeed runs a function on one sample
 instead, so without a declaration it claims the sample's structure, dtypes and ranks with every dimension
 unknown -- less specific than tf.data at times, never wrong. ``output_signature=`` declares more, and each
 element is checked against it (InvalidArgumentError naming the transformation and the element).

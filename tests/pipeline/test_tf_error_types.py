@@ -41,7 +41,7 @@ def test_a_none_count_or_size_is_a_value_error(name):
 
 
 @pytest.mark.parametrize("bad", [2.0, "2"])
-def test_a_non_integer_count_is_still_a_type_error(bad):  # reference 3.8 / 11
+def test_a_non_integer_count_is_still_a_type_error(bad):  # docs/tf-behaviour.md#arguments
     for make in (lambda: Dataset.range(4).take(bad), lambda: Dataset.range(4).batch(bad),
                  lambda: Dataset.range(4).shard(bad, 0), lambda: Dataset.range(4).prefetch(bad)):
         with pytest.raises(TypeError):
@@ -50,7 +50,7 @@ def test_a_non_integer_count_is_still_a_type_error(bad):  # reference 3.8 / 11
 
 def test_none_where_tf_data_gives_it_a_meaning():
     ds = Dataset.range(3)
-    assert ds.repeat(None).cardinality() == INFINITE_CARDINALITY  # forever (reference 3.7)
+    assert ds.repeat(None).cardinality() == INFINITE_CARDINALITY  # forever (docs/tf-behaviour.md#arguments)
     assert ds.prefetch(None)._node.buffer_size == AUTOTUNE  # tf.data's prefetch: None means AUTOTUNE
     assert values(ds.prefetch(None)) == [0, 1, 2]
     assert values(ds.window(2, shift=None).flat_map(lambda w: w.batch(2))) == [[0, 1], [2]]  # shift = size

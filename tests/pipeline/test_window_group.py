@@ -1,4 +1,4 @@
-"""tf.data semantics of window (reference 2.5), group_by_window and bucket_by_sequence_length."""
+"""tf.data semantics of window (docs/tf-behaviour.md#window), group_by_window and bucket_by_sequence_length."""
 
 import numpy as np
 import pytest

@@ -1,5 +1,5 @@
 """zip, concatenate, enumerate, sample_from_datasets and choose_from_datasets
-(shared/reference/tfdata-semantics.md sections 3.9-3.11)."""
+(docs/tf-behaviour.md#zip, #concatenate)."""
 
 import collections
 
