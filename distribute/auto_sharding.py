@@ -35,27 +35,13 @@ import numpy as np
 from jaxfeed.pipeline import graph
 from jaxfeed.pipeline.dataset import Dataset
 from jaxfeed.pipeline.errors import InvalidArgumentError, NotFoundError
-from jaxfeed.pipeline.nodes.base import INFINITE, UNKNOWN, Node
+from jaxfeed.pipeline import random_seed
+from jaxfeed.pipeline.nodes.base import INFINITE, UNKNOWN, Node, ShardWalk
 from jaxfeed.pipeline.nodes.shard import Shard
 from jaxfeed.pipeline.options import AutoShardPolicy, Options
 from jaxfeed.pipeline.passes import PassLog
 
 log = logging.getLogger("jaxfeed")
-
-# Transformations auto-shard walks through towards their first input (tf.data's list, by our kind names).
-PASS_THROUGH = frozenset({
-    "Batch", "PaddedBatch", "Map", "ParallelMap", "MapAndBatch", "Filter", "Prefetch", "Shuffle",
-    "ShuffleAndRepeat", "Repeat", "Take", "Skip", "Cache", "Shard", "Window", "Rebatch", "Unbatch",
-    "WithOptions", "IgnoreErrors", "AssertCardinality", "ParseExample", "Enumerate", "TakeWhile",
-    "BalancedRebatch", "LegacyRebatch", "PrivateThreadPool", "MaxIntraOpParallelism",
-})
-MULTI_INPUT = frozenset({"Zip", "Concatenate"})
-FILE_MAPPERS = frozenset({"Interleave", "ParallelInterleave", "FlatMap"})
-# maps whose results may be datasets (map(TFRecordDataset) before a flat_map/interleave(lambda d: d)): a
-# sharding point when their function makes a reader and their input leads to no reader itself
-DATASET_MAPPERS = frozenset({"Map", "ParallelMap"})
-TRAILING = frozenset({"Prefetch", "WithOptions"})
-
 
 class AutoShardError(InvalidArgumentError):
     """An auto-shard plan whose workers' shares provably overlap or leave elements out."""
@@ -80,15 +66,14 @@ def _returns_reader(node: Node) -> bool:
         sample = sample_element(node.inputs[0])
     except StopIteration:
         return False
-    if any(getattr(leaf, "_node", None) is not None for leaf in structure.flatten(sample)):
+    if any(isinstance(leaf, Dataset) for leaf in structure.flatten(sample)):
         return False  # the datasets were made upstream: the walk goes on to where
     try:
         result = call(fn, sample)
     except Exception:  # noqa: BLE001 - a function that fails on a sample is not a reader we can prove
         return False
     leaves = structure.flatten(tuple(result) if type(result) is list else result)
-    return any(getattr(leaf, "_node", None) is not None and any(n.reads_files for n in graph.walk(leaf._node))
-               for leaf in leaves)
+    return any(isinstance(leaf, Dataset) and any(n.reads_files for n in graph.walk(leaf._node)) for leaf in leaves)
 
 
 def brief(node: Node) -> str:
@@ -120,20 +105,21 @@ def find_sharding_points(root: Node) -> list[Node]:
     points: list[Node] = []
 
     def visit(node: Node):
+        walk = node.shard_walk
         if node.reads_files:
             points.append(node)
             return
-        if node.kind in FILE_MAPPERS:
+        if walk == ShardWalk.FILE_MAPPER:
             if _returns_reader(node):
                 points.append(node)
                 return
             visit(node.inputs[0])  # flat_map/interleave over something else: keep walking its input
             return
-        if node.kind in MULTI_INPUT:
+        if walk == ShardWalk.EVERY_INPUT:
             for child in node.inputs:
                 visit(child)
             return
-        if node.kind in DATASET_MAPPERS and node.inputs:
+        if walk == ShardWalk.DATASET_MAPPER and node.inputs:
             found = len(points)
             try:
                 visit(node.inputs[0])  # a map over records: its input reads the files
@@ -143,7 +129,7 @@ def find_sharding_points(root: Node) -> list[Node]:
                 del points[found:]
                 points.append(node)  # a map over file names that makes a reader per name
             return
-        if node.kind in PASS_THROUGH and node.inputs:
+        if walk == ShardWalk.THROUGH and node.inputs:
             visit(node.inputs[0])
             return
         if node.is_source or not node.inputs:
@@ -161,20 +147,21 @@ def _static_file_count(node: Node) -> int:
 
 
 def _strip_shuffles(node: Node) -> tuple[Node, Node | None]:
-    """The file-name graph without its shuffles, and the first shuffle met from the output (to put back)."""
-    shuffles = [n for n in graph.walk(node) if n.kind == "Shuffle"]
+    """The file-name graph without its shuffles (stages that only reorder), and the first shuffle met from
+    the output (to put back)."""
+    shuffles = [n for n in graph.walk(node) if n.only_reorders]
     if not shuffles:
         return node, None
     # the one nearest the output: walk down the first-input chain
     first = None
     cur = node
     while cur is not None:
-        if cur.kind == "Shuffle":
+        if cur.only_reorders:
             first = cur
             break
         cur = cur.inputs[0] if cur.inputs else None
     first = first or shuffles[-1]
-    stripped = graph.transform(node, lambda n: n.inputs[0] if n.kind == "Shuffle" else n)
+    stripped = graph.transform(node, lambda n: n.inputs[0] if n.only_reorders else n)
     return stripped, first
 
 
@@ -209,11 +196,12 @@ def apply_file(root: Node, num_workers: int, index: int, log_: PassLog | None = 
 # ================================================================================ DATA / HINT
 def apply_data(root: Node, num_workers: int, index: int, log_: PassLog | None = None,
                keep_balanced: bool = False) -> Node:
-    """Shard the output (before a trailing prefetch/options chain); balanced rebatch becomes legacy."""
+    """Shard the output (beneath a trailing chain of output stages: prefetch, with_options); balanced
+    rebatch becomes legacy."""
     root = graph.transform(root, lambda n: _to_legacy(n, keep_balanced, log_))
     trailing: list[Node] = []
     cur = root
-    while cur.kind in TRAILING and cur.inputs:
+    while cur.output_stage and cur.inputs:
         trailing.append(cur)
         cur = cur.inputs[0]
     new: Node = Shard(cur, num_workers, index, require_non_empty=True)
@@ -225,18 +213,20 @@ def apply_data(root: Node, num_workers: int, index: int, log_: PassLog | None = 
 
 
 def _to_legacy(node: Node, keep_balanced: bool, log_):
-    hook = getattr(node, "for_data_sharding", None)
-    if hook is None:
-        return node
-    new = hook(keep_balanced)
+    new = node.for_data_sharding(keep_balanced)
     if log_ is not None and new is not node:
         log_.note(node, "DATA: the balanced per-replica split becomes the legacy split (tf.distribute's rule)")
     return new
 
 
+def _is_hint(node: Node) -> bool:
+    """A ``shard(SHARD_HINT, SHARD_HINT)`` placeholder (HINT's points)."""
+    return isinstance(node, Shard) and node.is_hint
+
+
 def apply_hint(root: Node, num_workers: int, index: int, log_: PassLog | None = None) -> Node:
     def fix(n: Node) -> Node:
-        if n.kind == "Shard" and getattr(n, "is_hint", False):
+        if _is_hint(n):
             if log_ is not None:
                 log_.note(n, f"HINT: shard(SHARD_HINT, SHARD_HINT) -> shard({num_workers}, {index})")
             new = Shard(n.inputs[0], num_workers, index, require_non_empty=True)
@@ -262,7 +252,7 @@ def decide(root: Node, options: Options) -> Decision:
     if requested == AutoShardPolicy.OFF:
         return Decision(requested, requested, "the policy is OFF: every worker reads the whole dataset")
     if requested == AutoShardPolicy.HINT:
-        hints = [n for n in graph.walk(root) if n.kind == "Shard" and getattr(n, "is_hint", False)]
+        hints = [n for n in graph.walk(root) if _is_hint(n)]
         why = (f"the policy is HINT: {len(hints)} shard(SHARD_HINT, SHARD_HINT) placeholder(s) rewritten" if hints
                else "the policy is HINT but the graph has no shard(SHARD_HINT, SHARD_HINT): every worker reads "
                     "everything")
@@ -379,14 +369,12 @@ def _list_file_names(node: Node, limit: int = 100_000):
     if n == INFINITE or n > limit:
         return None
     stripped, _ = _strip_shuffles(node)
-    files = getattr(stripped, "files", None)
-    if callable(files):
-        try:
-            out = files()
-            if out is not None:
-                return [f.decode() if isinstance(f, bytes) else str(f) for f in out]
-        except Exception:  # noqa: BLE001
-            pass
+    try:
+        out = stripped.files()
+        if out is not None:
+            return [f.decode() if isinstance(f, bytes) else str(f) for f in out]
+    except Exception:  # noqa: BLE001
+        pass
     if n == UNKNOWN:
         return None
     try:
@@ -397,18 +385,16 @@ def _list_file_names(node: Node, limit: int = 100_000):
 
 
 def _unseeded_random(root: Node) -> list[Node]:
-    from jaxfeed.pipeline import random_seed
-
-    if getattr(random_seed, "get_global_seed", lambda: None)() is not None:
+    if random_seed.get_global_seed() is not None:
         return []
-    return [n for n in graph.walk(root) if n.is_random and getattr(n, "seeds", 0) is None]
+    return [n for n in graph.walk(root) if n.is_random and n.seeds is None]
 
 
 def _shards_per_path(root: Node) -> tuple[int, int]:
     """(min, max) number of shard nodes on the paths from the output to each source."""
     memo: dict[int, tuple[int, int]] = {}
     for node in graph.walk(root):
-        own = 1 if node.kind == "Shard" and not getattr(node, "is_hint", False) else 0
+        own = 1 if isinstance(node, Shard) and not node.is_hint else 0
         if not node.inputs:
             memo[id(node)] = (own, own)
         else:
