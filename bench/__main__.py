@@ -21,6 +21,7 @@ from . import data, report, runner, suite, workloads
 from .workloads import rows_of
 
 VECTORIZED = "jaxfeed (vectorized)"  # the same pipeline with its map declared vectorized=True
+AS_PORTED = "jaxfeed as ported"  # the pipeline written exactly as for tf.data (where "jaxfeed" is not that)
 READ_STAGE = "jaxfeed read stage: interleave(4) -> batch(256), CRC on"  # P3 without the parse
 FORMATS = "FORMATS"  # --only key of the reader section (bench/formats.py)
 IMAGES = "IMAGES"  # --only key of the image decode+augment section (bench/images.py)
@@ -118,6 +119,11 @@ def plan(args, d, peers, results):
         if spec.vectorized is not None:
             contenders[VECTORIZED] = (runner.epochs_of(lambda spec=spec: spec.vectorized(d, None)), rows_of)
             kinds[VECTORIZED] = "jaxfeed"
+        if spec.as_ported is not None:  # the as-ported targets read the run named here (report.py)
+            entry["as_ported"] = "jaxfeed" if spec.as_ported is spec.make else AS_PORTED
+            if spec.as_ported is not spec.make:
+                contenders[AS_PORTED] = (runner.epochs_of(lambda spec=spec: spec.as_ported(d, None)), rows_of)
+                kinds[AS_PORTED] = "jaxfeed"
         for label, make in spec.extra_baselines.items():
             contenders[label] = (lambda make=make: make(d), rows_of)
             kinds[label] = "baseline"
@@ -169,6 +175,7 @@ def plan(args, d, peers, results):
                     _add_mbps(key, runs[label], sizes)
 
         tasks.append((f"{key} jaxfeed, hand loop" + (", vectorized" if spec.vectorized else "")
+                      + (", as ported" if spec.as_ported not in (None, spec.make) else "")
                       + (", npc sweep" if tuning else "")
                       + (f", {', '.join(peers)}" if peers else ""), local))
         tasks.append((f"{key} jaxfeed peak memory", lambda key=key, entry=entry: _memory(args, d, key, entry)))

@@ -47,6 +47,23 @@ TARGETS = [
     ("P4", "jaxfeed / best peer", "jaxfeed", "best_peer", ">=", 1.0),
     ("P5", "jaxfeed / best peer running the Python function", "jaxfeed", "best_python_peer", ">=", 1.5),
     ("P6", "jaxfeed / best peer", "jaxfeed", "best_peer", ">=", 2.0),
+    # Issue 19: each pipeline written exactly as for tf.data ("as ported": per-element maps with the Python
+    # function the DataLoader / Grain peers run, from_generator sources), judged on that one form.
+    ("P1", "as ported / best peer running the Python function", "as_ported", "best_python_peer", ">=", 1.5),
+    ("P1", "as ported / hand loop", "as_ported", "hand", ">=", 0.9),
+    ("P3", "as ported / best peer running the Python function", "as_ported", "best_python_peer", ">=", 1.5),
+    ("P3", "as ported / best peer of any form", "as_ported", "best_peer", ">=", 1.5, False),
+    ("P3", "as ported / hand loop", "as_ported", "hand", ">=", 0.9),
+    ("P3", "as ported time to first batch / hand loop's", "as_ported_ttfb", "hand_ttfb", "<=", 1.5),
+    ("P4", "as ported / best peer running the Python function", "as_ported", "best_python_peer", ">=", 1.5),
+    ("P4", "as ported / hand loop", "as_ported", "hand", ">=", 0.9),
+    # P5's function holds the GIL: beating one core needs processes (AUTOTUNE choosing the executor)
+    ("P5", "as ported / torch DataLoader (0 workers)", "as_ported", "torch0", ">=", 1.5),
+    ("P5", "as ported / best peer running the Python function", "as_ported", "best_python_peer", ">=", 1.5, False),
+    ("P5", "as ported / hand loop (one core)", "as_ported", "hand", ">=", 1.3),
+    ("P6", "as ported / torch DataLoader (0 workers)", "as_ported", "torch0", ">=", 1.0),
+    ("P6", "as ported / hand loop (columnar)", "as_ported", "hand", ">=", 0.9),
+    ("P6", "as ported / bare loop over the same generator", "as_ported", "hand_gen", ">=", 0.5),
 ]
 AUTOTUNE_MIN = 0.9  # AUTOTUNE within 10% of the best hand-picked setting
 MEMORY_MAX = 2.0  # peak RSS increase under 2x the bytes in flight
@@ -58,6 +75,7 @@ def _ok(run):
 
 
 HAND_NP = "hand loop over numpy int64 scalars"
+HAND_GEN = "hand loop over the generator's rows"  # P6: a bare loop over the as-ported form's generator
 JAXFEED_SELECTORS = ("jaxfeed", "jaxfeed_mbs", "jaxfeed_ttfb")
 
 
@@ -76,9 +94,18 @@ def _select(p, what, form="jaxfeed"):
         return (jf["median"], form) if _ok(jf) else (None, _why(jf, form))
     if what == "hand":
         return (hand["median"], "hand loop") if _ok(hand) else (None, _why(hand, "hand loop"))
-    if what == "hand_np":
-        run = runs.get(HAND_NP)
-        return (run["median"], HAND_NP) if _ok(run) else (None, _why(run, HAND_NP))
+    if what in ("hand_np", "hand_gen"):
+        name = HAND_NP if what == "hand_np" else HAND_GEN
+        run = runs.get(name)
+        return (run["median"], name) if _ok(run) else (None, _why(run, name))
+    if what in ("as_ported", "as_ported_ttfb"):  # the run the bench named as the pipeline's as-ported form
+        name = p.get("as_ported")
+        run = runs.get(name) if name else None
+        if name is None:
+            return None, "no as-ported form"
+        if what == "as_ported":
+            return (run["median"], name) if _ok(run) else (None, _why(run, name))
+        return (run["first_batch_s"], name) if _ok(run) and run.get("first_batch_s") else (None, _why(run, name))
     if what in ("best_peer", "best_python_peer", "torch0"):
         if what == "best_python_peer":
             peers = {k: v for k, v in peers.items() if v.get("python_function")}
@@ -111,7 +138,7 @@ def _why(run, name):
     return f"{name} {run.get('status')}: {run.get('reason', '')}"[:160]
 
 
-TIMES = ("jaxfeed_ttfb", "hand_ttfb")  # selectors of times, not rates: compared as medians
+TIMES = ("jaxfeed_ttfb", "hand_ttfb", "as_ported_ttfb")  # selectors of times, not rates: compared as medians
 
 
 def paired_ratio(run_a, a, run_b, b):
@@ -268,6 +295,7 @@ def table(results) -> str:
             if key == "P3" and r.get("mb_per_s") is not None:
                 row += f" {r['mb_per_s']:>8.0f}"
             lines.append(row)
+    lines.extend(as_ported_table(results))
     lines.extend(formats_table(results.get("formats")))
     lines.extend(images_table(results.get("images")))
     lines.extend(service_table(results.get("service")))
@@ -279,6 +307,37 @@ def table(results) -> str:
         lines.append(f"    {t['pipeline']:<3} {t['target']:<52} {value:>7} {t['op']} {t['threshold']:<5} "
                      f"{t['status']:<5} {t.get('detail', '')}"[:320])
     return "\n".join(lines)
+
+
+def as_ported_table(results) -> list:
+    """One line per pipeline: its as-ported form beside its best jaxfeed form, the best peer running the same
+    Python function, the best peer of any form and the hand loop (medians of this run; ratios of medians)."""
+    rows = []
+    for key, p in results["pipelines"].items():
+        if not p.get("as_ported"):
+            continue
+        runs = p.get("runs", {})
+        ported, ported_label = _select(p, "as_ported")
+        forms = [k for k in jaxfeed_forms(p) if _ok(runs[k])]
+        best = max(forms, key=lambda k: runs[k]["median"]) if forms else None
+        same, same_label = _select(p, "best_python_peer")
+        anyp, any_label = _select(p, "best_peer")
+        hand, _ = _select(p, "hand")
+
+        def rel(x):
+            return _ratio(ported / x) if ported and x else "-"
+
+        rows.append(f"    {key:<3} {_si(ported):>9} {(_si(runs[best]['median']) if best else '-'):>9} {rel(runs[best]['median'] if best else None):>7} "
+                    f"{_si(same):>9} {rel(same):>7} {_si(anyp):>9} {rel(anyp):>7} {_si(hand):>9} {rel(hand):>7}"
+                    f"   best form: {best or '-'}; peers: {same_label if same else '-'} / {any_label if anyp else '-'}")
+        if ported is None:
+            rows[-1] = f"    {key:<3} as ported: {ported_label}"[:220]
+    if not rows:
+        return []
+    return ["", "As ported (written exactly as for tf.data, same Python functions as the DataLoader/Grain peers): "
+                "elements/s, as-ported / each",
+            f"    {'':<3} {'ported':>9} {'best jf':>9} {'ratio':>7} {'same-fn':>9} {'ratio':>7} {'any peer':>9} "
+            f"{'ratio':>7} {'hand':>9} {'ratio':>7}"] + rows
 
 
 def images_table(f) -> list:

@@ -135,6 +135,50 @@ def p6(d, npc=None):
     return ParquetDataset(d.parquet_files).batch(w.P6_BATCH)
 
 
+# ---------------------------------------------------------------------------------------------- as ported
+# Each pipeline written exactly as for tf.data, with the Python function the DataLoader and Grain peers run:
+# what a user porting tf.data code has before rewriting anything. P1 and P3 are already that (``p1``, ``p3``).
+def p4_as_ported(d, npc=None):
+    """P4 as ported: ``enumerate() -> map(fn, AUTOTUNE) -> batch``, the flip keyed on the index in Python
+    (``workloads.augment_at``, the DataLoader peer's ``__getitem__``) where tf.data would call
+    ``stateless_random_flip_left_right``; no ``with_rng``, no ``vectorized``."""
+    Dataset, AUTOTUNE = _dataset()
+    npc = AUTOTUNE if npc is None else npc
+    return (Dataset.from_tensor_slices(d.images).enumerate()
+            .map(w.augment_at, num_parallel_calls=npc)
+            .batch(w.P4_BATCH))
+
+
+def p5_as_ported(d, npc=None):
+    """P5 as ported: ``map(tokenize, num_parallel_calls=AUTOTUNE)`` with no executor named (tf.data has no
+    such argument): whether processes pay is AUTOTUNE's to find."""
+    Dataset, AUTOTUNE = _dataset()
+    npc = AUTOTUNE if npc is None else npc
+    return Dataset.from_tensor_slices(d.lines).map(w.tokenize, num_parallel_calls=npc).batch(w.P5_BATCH)
+
+
+def p6_signature():
+    """P6's rows as ``from_generator`` declares them (the Parquet files' columns; text is a string)."""
+    from jaxfeed.pipeline import TensorSpec
+
+    return {"id": TensorSpec((), np.int64), "label": TensorSpec((), np.int32),
+            "score": TensorSpec((), np.float32), "weight": TensorSpec((), np.float64),
+            "text": TensorSpec((), object)}
+
+
+def p6_as_ported(d, npc=None):
+    """P6 as ported: tf.data has no Parquet reader, so a port reads rows in Python -- one ``from_generator``
+    per file (``workloads.parquet_rows``, the DataLoader peer's generator), interleaved, then batched."""
+    Dataset, AUTOTUNE = _dataset()
+    npc = AUTOTUNE if npc is None else npc
+    signature = p6_signature()
+    files = Dataset.from_tensor_slices(d.parquet_files)
+    return (files.interleave(lambda f: Dataset.from_generator(w.parquet_rows, args=(f,),
+                                                              output_signature=signature),
+                             cycle_length=w.P6_CYCLE, num_parallel_calls=npc)
+            .batch(w.P6_BATCH))
+
+
 @dataclasses.dataclass(frozen=True)
 class Pipeline:
     key: str
@@ -147,6 +191,7 @@ class Pipeline:
     tunable: bool = False  # has a parallel stage: run the AUTOTUNE check
     target_peers: str = "any"  # which peers count for the peer target ("python": same Python function)
     vectorized: Callable | None = None  # (data, npc) -> Dataset: the same pipeline, map(..., vectorized=True)
+    as_ported: Callable | None = None  # (data, npc) -> Dataset: written as for tf.data (``make`` when it is that)
     extra_baselines: dict = dataclasses.field(default_factory=dict)  # {label: (data) -> batches}
 
 
@@ -227,7 +272,7 @@ def _p6_in_flight(s):
 
 PIPELINES = {
     "P1": Pipeline("P1", "per-element overhead: range -> map(x+1) -> batch(1024)", "elem", p1, baselines.p1,
-                   lambda s: 8, lambda s: 2 * w.P1_BATCH * 8, vectorized=p1_vectorized,
+                   lambda s: 8, lambda s: 2 * w.P1_BATCH * 8, vectorized=p1_vectorized, as_ported=p1,
                    extra_baselines={"hand loop over numpy int64 scalars": baselines.p1_numpy_scalars}),
     "P2": Pipeline("P2", "in-memory slices: shuffle(10,000) -> batch(256) -> prefetch", "row", p2,
                    baselines.p2, lambda s: s["p2_cols"] * 4,
@@ -236,15 +281,16 @@ PIPELINES = {
     "P3": Pipeline("P3", "TFRecord: interleave(4) -> map(parse) -> batch(256) -> prefetch", "record", p3,
                    baselines.p3, _p3_bytes,
                    _p3_in_flight, tunable=True,
-                   vectorized=p3_vectorized),
+                   vectorized=p3_vectorized, as_ported=p3),
     "P4": Pipeline("P4", "numpy map: flip + normalise (seeded), parallel -> batch(128)", "img", p4,
                    baselines.p4, lambda s: s["p4_side"] ** 2 * 3 * 4, _p4_in_flight, tunable=True,
-                   vectorized=p4_vectorized),
+                   vectorized=p4_vectorized, as_ported=p4_as_ported),
     "P5": Pipeline("P5", "Python map: tokenize lines, process workers -> batch(256)", "line", p5, baselines.p5,
                    lambda s: w.P5_LENGTH * 4, lambda s: 8 * w.P5_BATCH * (w.P5_LENGTH * 4 + 300),
-                   tunable=True, target_peers="python"),
+                   tunable=True, target_peers="python", as_ported=p5_as_ported),
     "P6": Pipeline("P6", "Parquet: files -> rows -> batch(256)", "row", p6, baselines.p6,
-                   lambda s: 8 + 4 + 4 + 8 + 16, _p6_in_flight),
+                   lambda s: 8 + 4 + 4 + 8 + 16, _p6_in_flight, as_ported=p6_as_ported,
+                   extra_baselines={"hand loop over the generator's rows": baselines.p6_generator_rows}),
 }
 
 ORDER = ["P1", "P2", "P3", "P4", "P5", "P6", "P7"]

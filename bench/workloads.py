@@ -37,6 +37,7 @@ P5_BATCH = 256
 P5_LENGTH = 32
 P5_VOCAB = 50_000
 P6_BATCH = 256
+P6_CYCLE = 4  # files read at a time by P6 as ported (interleave of from_generator sources)
 SEED = 42
 
 
@@ -210,6 +211,12 @@ def flip_for(index: int, seed: int = SEED) -> bool:
     return (zlib.crc32(struct.pack("<qq", seed, index)) & 1) == 1
 
 
+def augment_at(index, image):
+    """P4's map as ported from tf.data (``enumerate() -> map(fn)``): the flip keyed on the element's index
+    with ``flip_for``, as the DataLoader peer's ``__getitem__`` does, then ``augment``."""
+    return augment(image, flip_for(int(index)))
+
+
 # ---------------------------------------------------------------------------------------------- P5
 def tokenize(line):
     """P5's map, pure Python per line: lower-case, split, hash each token to an id, pad to 32."""
@@ -224,6 +231,19 @@ def tokenize(line):
 def read_lines(path):
     with open(path, encoding="utf-8") as f:
         return f.read().splitlines()
+
+
+# ---------------------------------------------------------------------------------------------- P6
+def parquet_rows(path):
+    """P6's generator as ported from tf.data (``from_generator`` per file): one dict per row, each row group
+    read with pyarrow and turned into Python values (what the DataLoader peer's ``IterableDataset`` yields)."""
+    import pyarrow.parquet as pq
+
+    if isinstance(path, bytes):  # a file name from a dataset of strings
+        path = path.decode()
+    pf = pq.ParquetFile(path)
+    for g in range(pf.num_row_groups):
+        yield from pf.read_row_group(g).to_pylist()
 
 
 # ---------------------------------------------------------------------------------------------- data

@@ -17,6 +17,9 @@ from . import _common
 
 NAME = "torch"
 UNSUPPORTED = {"P7": "not compared"}
+# These variants call the suite's own Python functions per element (workloads.py), as jaxfeed's "as ported"
+# forms do: the peers the as-ported targets compare with (report.py's best_python_peer).
+SAME_FUNCTION = {"python_function": True}
 
 
 def version():
@@ -46,7 +49,7 @@ def _map_style(length, getitem):
 
 def p1(sizes, paths):
     ds = _map_style(sizes["p1_n"], w.add_one)
-    return {"DataLoader workers=0": (lambda: _loader(ds, w.P1_BATCH), {})}
+    return {"DataLoader workers=0": (lambda: _loader(ds, w.P1_BATCH), SAME_FUNCTION)}
 
 
 def p2(sizes, paths):
@@ -73,7 +76,7 @@ def _records(files):
 
 def p3(sizes, paths):
     ds = _records(paths["p3"])
-    info = {"crc": w.HAVE_CRC32C}
+    info = {"crc": w.HAVE_CRC32C, **SAME_FUNCTION}
     return {"DataLoader workers=0": (lambda: _loader(ds, w.P3_BATCH), info),
             "DataLoader workers=2": (lambda: _loader(ds, w.P3_BATCH, workers=2), info)}
 
@@ -81,8 +84,8 @@ def p3(sizes, paths):
 def p4(sizes, paths):
     images = np.load(paths["p4"])
     ds = _map_style(len(images), lambda i: w.augment(images[i], w.flip_for(i)))
-    return {"DataLoader workers=0": (lambda: _loader(ds, w.P4_BATCH), {}),
-            "DataLoader workers=2": (lambda: _loader(ds, w.P4_BATCH, workers=2), {})}
+    return {"DataLoader workers=0": (lambda: _loader(ds, w.P4_BATCH), SAME_FUNCTION),
+            "DataLoader workers=2": (lambda: _loader(ds, w.P4_BATCH, workers=2), SAME_FUNCTION)}
 
 
 def p5(sizes, paths):
@@ -108,7 +111,7 @@ def p6(sizes, paths):
                     yield from pf.read_row_group(g).to_pylist()
 
     ds = Rows()
-    return {"DataLoader workers=0": (lambda: _loader(ds, w.P6_BATCH), {})}
+    return {"DataLoader workers=0": (lambda: _loader(ds, w.P6_BATCH), SAME_FUNCTION)}
 
 
 PIPELINES = {"P1": p1, "P2": p2, "P3": p3, "P4": p4, "P5": p5, "P6": p6}
