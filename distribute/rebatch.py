@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from jaxfeed.pipeline import structure as st
+from jaxfeed.pipeline.engine.registry import builds
 from jaxfeed.pipeline.iterators.base import Iterator
 from jaxfeed.pipeline.nodes.base import UNKNOWN, ShardWalk
 from jaxfeed.pipeline.nodes.common import PassThrough
@@ -65,9 +66,6 @@ class BalancedRebatch(PassThrough):
             return BalancedRebatch(self.inputs[0], self.global_batch, self.num_workers, self.replicas_per_worker, 0)
         return LegacyRebatch(self.inputs[0], self.num_workers * self.replicas_per_worker)
 
-    def make_iterator(self, ctx):
-        return BalancedRebatchIterator(self, ctx)
-
 
 class LegacyRebatch(PassThrough):
     kind = "LegacyRebatch"
@@ -87,14 +85,12 @@ class LegacyRebatch(PassThrough):
         n = self.inputs[0].cardinality()
         return n * self.num_replicas if n >= 0 else n
 
-    def make_iterator(self, ctx):
-        return LegacyRebatchIterator(self, ctx)
-
 
 def _rows(batch, start, stop):
     return st.map_structure(lambda a: a[start:stop], batch)
 
 
+@builds(BalancedRebatch)
 class BalancedRebatchIterator(Iterator):
     """Works on flat lists of leaves (one flatten per input batch, one pack per output)."""
 
@@ -157,6 +153,7 @@ class BalancedRebatchIterator(Iterator):
         self._struct = None if state["template"] is None else st.pack_as(spec, state["template"])
 
 
+@builds(LegacyRebatch)
 class LegacyRebatchIterator(Iterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)

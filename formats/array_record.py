@@ -17,7 +17,9 @@ import threading
 import numpy as np
 
 from jaxfeed.pipeline.dataset import Dataset
+from jaxfeed.pipeline.engine.registry import builds
 from jaxfeed.pipeline.errors import InvalidArgumentError, NotFoundError, UnimplementedError
+from jaxfeed.pipeline.iterators.random_access import RandomAccessIterator
 
 from . import fs
 from .reader import FileReaderNode, FileRecordsIterator, filenames_node
@@ -138,13 +140,6 @@ class ArrayRecordReaderNode(FileReaderNode):
     def element_at(self, index):
         return self.gather(np.array([index], dtype=np.int64))[0]
 
-    def make_iterator(self, ctx):
-        if self.random_access():
-            from jaxfeed.pipeline.iterators.random_access import RandomAccessIterator
-
-            return RandomAccessIterator(self, ctx)
-        return ArrayRecordStreamIterator(self, ctx)
-
 
 class _RecordSource:
     """Reads one file front to back in blocks; ``offset`` is the next record's index."""
@@ -173,6 +168,14 @@ class _RecordSource:
 class ArrayRecordStreamIterator(FileRecordsIterator):
     def open_file(self, name, offset):
         return _RecordSource(name, offset or 0)
+
+
+@builds(ArrayRecordReaderNode)
+def array_record_iterator(node, ctx):
+    """In index space when the files can be read by index (a later ``batch`` gathers once)."""
+    if node.random_access():
+        return RandomAccessIterator(node, ctx)
+    return ArrayRecordStreamIterator(node, ctx)
 
 
 class ArrayRecordDataset(Dataset):

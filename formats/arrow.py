@@ -32,6 +32,8 @@ import pyarrow.parquet as pq
 
 from jaxfeed.pipeline import errors, structure
 from jaxfeed.pipeline.dataset import Dataset
+from jaxfeed.pipeline.engine.registry import builds
+from jaxfeed.pipeline.iterators.random_access import RandomAccessIterator
 from jaxfeed.pipeline.nodes.base import UNKNOWN
 
 from . import fs, remote
@@ -291,13 +293,6 @@ class ArrowReader(FileReaderNode):
         batch = self.gather(np.array([index], dtype=np.int64))
         return {n: c[0] for n, c in batch.items()}
 
-    def make_iterator(self, ctx):
-        if self.random_access():
-            from jaxfeed.pipeline.iterators.random_access import RandomAccessIterator
-
-            return RandomAccessIterator(self, ctx)
-        return ArrowStreamIterator(self, ctx)
-
 
 class _UnitSource:
     """Streams one file, at most ``STREAM_ROWS`` rows per block (whole batches in batch mode); offsets are
@@ -344,6 +339,14 @@ class _UnitSource:
 class ArrowStreamIterator(FileRecordsIterator):
     def open_file(self, name, offset):
         return _UnitSource(self.node, name, None if offset is None else tuple(offset))
+
+
+@builds(ArrowReader)
+def arrow_iterator(node, ctx):
+    """In index space when the files can be read by index (a later ``batch`` gathers once)."""
+    if node.random_access():
+        return RandomAccessIterator(node, ctx)
+    return ArrowStreamIterator(node, ctx)
 
 
 class _ArrowDatasetBase(Dataset):

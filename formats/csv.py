@@ -23,6 +23,7 @@ import pyarrow.csv as pacsv
 
 from jaxfeed.pipeline import structure
 from jaxfeed.pipeline.dataset import Dataset
+from jaxfeed.pipeline.engine.registry import builds
 from jaxfeed.pipeline.errors import InvalidArgumentError
 
 from . import fs, remote
@@ -96,9 +97,6 @@ class CsvReader(FileReaderNode):
 
     def compute_spec(self):
         return tuple(structure.TensorSpec((), d) for d, _ in self.columns)
-
-    def make_iterator(self, ctx):
-        return CsvIterator(self, ctx)
 
 
 class CsvSource:
@@ -281,6 +279,7 @@ class CsvSource:
         pass
 
 
+@builds(CsvReader)
 class CsvIterator(FileRecordsIterator):
     def open_file(self, name, offset):
         stream = fs.open_stream(name, self.node.compression_type, options=self.node.remote_options)

@@ -14,6 +14,7 @@ import os
 
 from jaxfeed.pipeline import errors
 from jaxfeed.pipeline.dataset import Dataset
+from jaxfeed.pipeline.engine.registry import builds
 from jaxfeed.pipeline.nodes.common import check_int
 
 from . import fs, remote
@@ -40,9 +41,6 @@ class FixedLengthRecordReader(FileReaderNode):
     def params(self):
         return {"record_bytes": self.record_bytes, "header_bytes": self.header_bytes,
                 "footer_bytes": self.footer_bytes, "compression_type": self.compression_type}
-
-    def make_iterator(self, ctx):
-        return FixedLengthRecordIterator(self, ctx)
 
 
 class FixedLengthSource:
@@ -112,6 +110,7 @@ class FixedLengthSource:
         self._stream.close()
 
 
+@builds(FixedLengthRecordReader)
 class FixedLengthRecordIterator(FileRecordsIterator):
     def open_file(self, name, offset):
         node = self.node

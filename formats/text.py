@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from jaxfeed.pipeline.dataset import Dataset
+from jaxfeed.pipeline.engine.registry import builds
 
 from . import fs, remote
 from .reader import FileReaderNode, FileRecordsIterator, check_parallel_reads, filenames_node, parallel_reads
@@ -28,9 +29,6 @@ class TextLineReader(FileReaderNode):
 
     def params(self):
         return {"compression_type": self.compression_type}
-
-    def make_iterator(self, ctx):
-        return TextLineIterator(self, ctx)
 
 
 class LineSource:
@@ -76,6 +74,7 @@ class LineSource:
 _EMPTY = np.empty(0, dtype=np.int64)
 
 
+@builds(TextLineReader)
 class TextLineIterator(FileRecordsIterator):
     def open_file(self, name, offset):
         offset = offset or 0

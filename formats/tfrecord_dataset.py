@@ -8,6 +8,7 @@ by decompressing again from the start and skipping (a deflate stream has no rand
 from __future__ import annotations
 
 from jaxfeed.pipeline.dataset import Dataset
+from jaxfeed.pipeline.engine.registry import builds
 
 from . import fs, remote, tfrecord
 from .reader import FileReaderNode, FileRecordsIterator, check_parallel_reads, filenames_node, parallel_reads
@@ -34,10 +35,8 @@ class TFRecordReader(FileReaderNode):
             p["verify_crc"] = False
         return p
 
-    def make_iterator(self, ctx):
-        return TFRecordIterator(self, ctx)
 
-
+@builds(TFRecordReader)
 class TFRecordIterator(FileRecordsIterator):
     def open_file(self, name, offset):
         node = self.node

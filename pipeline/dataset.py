@@ -11,6 +11,7 @@ from typing import Callable
 import numpy as np
 
 from . import graph
+from .iterators import catalog  # noqa: F401  (registers every iterator: engine/registry.py)
 from .nodes.base import INFINITE, UNKNOWN, Node
 from .nodes.common import AUTOTUNE, SHARD_HINT
 from .options import Options
@@ -362,7 +363,7 @@ class Dataset:
     def reduce(self, initial_state, reduce_func):
         """Fold the elements in order: ``reduce_func(state, element)`` (a tuple element is passed whole, as
         tf.data does); the new state must keep the initial state's structure and dtypes (TypeError)."""
-        from .iterators.scan import check_new_state, leaf_dtypes
+        from .nodes.scan import check_new_state, leaf_dtypes
         from .structure import normalize, normalize_data
 
         state = normalize_data(initial_state, "reduce initial_state")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import collections
 
+from jaxfeed.pipeline.engine.registry import builds
 from jaxfeed.pipeline.errors import FailedPreconditionError, InvalidArgumentError, UnavailableError
 from jaxfeed.pipeline.iterators.base import BlockIterator
 from jaxfeed.pipeline.nodes.base import UNKNOWN, Node
@@ -71,11 +72,6 @@ class ServiceSource(Node):
         import cloudpickle
 
         return cloudpickle.loads(self.graph_bytes)
-
-    def make_iterator(self, ctx):
-        if self.policy == ShardingPolicy.DYNAMIC:
-            return SplitConsumer(self, ctx)
-        return StreamConsumer(self, ctx)
 
 
 class _Consumer(BlockIterator):
@@ -327,3 +323,11 @@ class SplitConsumer(_Consumer):
             self._flight.clear()  # results still being computed are dropped with their refs
             self._started = False
         super().close()
+
+
+@builds(ServiceSource)
+def service_consumer(node, ctx):
+    """Splits handed out by the dispatcher under DYNAMIC sharding; else a stream from every worker."""
+    if node.policy == ShardingPolicy.DYNAMIC:
+        return SplitConsumer(node, ctx)
+    return StreamConsumer(node, ctx)

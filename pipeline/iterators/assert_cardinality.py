@@ -4,11 +4,13 @@ last asserted element when there are more, at the end when there are fewer."""
 from __future__ import annotations
 
 from ..errors import FailedPreconditionError
-from ..nodes.assert_cardinality import element_count
+from ..engine.registry import builds
+from ..nodes.assert_cardinality import AssertCardinality, element_count
 from ..nodes.base import INFINITE
 from .base import Iterator
 
 
+@builds(AssertCardinality)
 class AssertCardinalityIterator(Iterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)

@@ -17,8 +17,11 @@ import numpy as np
 from .. import structure
 from .base import Iterator, indices_exactly, take_exactly
 from ..engine.rows import RowQueue
+from ..engine.registry import builds
+from ..nodes.batch import Batch
 
 
+@builds(Batch)
 class BatchIterator(Iterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)

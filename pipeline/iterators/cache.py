@@ -20,6 +20,8 @@ import logging
 
 from .base import BlockIterator
 from .cache_file import CacheReader, CacheWriter, finished
+from ..engine.registry import builds
+from ..nodes.cache import Cache
 
 log = logging.getLogger("jaxfeed")
 
@@ -32,6 +34,7 @@ PARTIAL_PASS_WARNING = (
     "`dataset.take(k).cache().repeat()` instead.")
 
 
+@builds(Cache)
 class CacheIterator(BlockIterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from .base import Iterator
+from ..engine.registry import builds
+from ..nodes.elements import Elements
 
 
+@builds(Elements)
 class ElementsIterator(Iterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)

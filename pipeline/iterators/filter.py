@@ -17,6 +17,8 @@ from .. import structure
 from ..errors import in_transformation
 from .base import Iterator
 from ..engine.blocks import Delivery, Failure
+from ..engine.registry import builds
+from ..nodes.filter import Filter
 
 BLOCK = 256
 
@@ -134,6 +136,7 @@ class PredicateIterator(Iterator):
         self._stopped = bool(state["stopped"])
 
 
+@builds(Filter)
 class FilterIterator(PredicateIterator):
     def _select(self, items, verdict, failed):
         if not failed:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from ..errors import in_transformation
 from ..nodes.common import call
-from ..nodes.flat_map import dataset_of
+from ..engine.registry import builds
+from ..nodes.flat_map import FlatMap, dataset_of
 from .base import BlockIterator
 
 
@@ -23,6 +24,7 @@ def open_inner(node, ctx, element, position: int, transformation: str):
     return ctx.build(inner)
 
 
+@builds(FlatMap)
 class FlatMapIterator(BlockIterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)

@@ -13,6 +13,8 @@ from .. import structure
 from ..errors import FailedPreconditionError, InvalidArgumentError
 from ..options import ExternalStatePolicy
 from .base import BlockIterator
+from ..engine.registry import builds
+from ..nodes.generator import Generator
 
 
 class _Mismatch(Exception):
@@ -105,6 +107,7 @@ def _cast(arr, dtype, value, label):
     return out
 
 
+@builds(Generator)
 class GeneratorIterator(BlockIterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)

@@ -11,10 +11,13 @@ from __future__ import annotations
 from ..errors import in_transformation
 from ..nodes.elements import dataset_of_elements
 from .base import BlockIterator
+from ..engine.registry import builds
+from ..nodes.group_by_window import GroupByWindow
 
 READ_BLOCK = 64
 
 
+@builds(GroupByWindow)
 class GroupByWindowIterator(BlockIterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)

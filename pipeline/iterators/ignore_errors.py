@@ -14,6 +14,8 @@ import logging
 
 from ..errors import WorkerDiedError
 from .base import Iterator
+from ..engine.registry import builds
+from ..nodes.ignore_errors import IgnoreErrors
 
 log = logging.getLogger("jaxfeed")
 
@@ -31,6 +33,7 @@ def recoverable(error: BaseException) -> bool:
     return True
 
 
+@builds(IgnoreErrors)
 class IgnoreErrorsIterator(Iterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)

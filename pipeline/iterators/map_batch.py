@@ -26,6 +26,8 @@ from .batch import stack_fast, stack_leaf_fast
 from ..engine.blocks import Failure, drop_args, normalize_results, run_block
 from .map import node_seeds, rng_factory
 from ..engine.pool import TunedPool
+from ..engine.registry import builds
+from ..nodes.map_batch import MapAndBatch
 
 # A per-element map's first batch is finished on the consumer when the rest would take less than this at the
 # rate of the elements mapped so far (see _run_first); else the rest is split over the workers.
@@ -101,6 +103,7 @@ def _as_batch(results, failed, label, what, position):
     return batch, None
 
 
+@builds(MapAndBatch)
 class MapBatchIterator(Iterator):
     # The tuner's clock, also timing the consumer's waits it is told about: tests put a fake one here, so
     # that what the tuner decides never depends on the machine's speed or load.

@@ -11,10 +11,12 @@ import numpy as np
 
 from .. import structure
 from ..errors import DataLossError, InvalidArgumentError
-from ..nodes.padded_batch import default_padding
+from ..engine.registry import builds
+from ..nodes.padded_batch import PaddedBatch, default_padding
 from .base import Iterator, indices_exactly, take_exactly
 
 
+@builds(PaddedBatch)
 class PaddedBatchIterator(Iterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)

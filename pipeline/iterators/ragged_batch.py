@@ -8,6 +8,8 @@ from .. import structure
 from ..errors import InvalidArgumentError
 from ..ragged import RaggedValue, SparseValue
 from .base import BlockIterator, take_exactly
+from ..engine.registry import builds
+from ..nodes.ragged_batch import RaggedBatch, SparseBatch
 
 
 class _Batcher(BlockIterator):
@@ -37,6 +39,7 @@ class _Batcher(BlockIterator):
         self.input.set_state(state["input"])
 
 
+@builds(RaggedBatch)
 class RaggedBatchIterator(_Batcher):
     def _build(self, elements):
         first = elements[0]
@@ -59,6 +62,7 @@ class RaggedBatchIterator(_Batcher):
         return structure.pack_as(first, leaves) if structure.is_nested(first) else leaves[0]
 
 
+@builds(SparseBatch)
 class SparseBatchIterator(_Batcher):
     def _build(self, elements):
         row_shape = self.node.row_shape

@@ -6,6 +6,8 @@ import numpy as np
 
 from .. import random_seed
 from .base import BlockIterator
+from ..engine.registry import builds
+from ..nodes.random import Random
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
@@ -19,6 +21,7 @@ def splitmix64(counters: np.ndarray) -> np.ndarray:
     return z ^ (z >> np.uint64(31))
 
 
+@builds(Random)
 class RandomIterator(BlockIterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)

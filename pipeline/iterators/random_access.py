@@ -5,8 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from .base import Iterator
+from ..engine.registry import builds
+from ..nodes.list_files import ListFiles
+from ..nodes.range import Range
+from ..nodes.tensor_slices import TensorSlices, Tensors
 
 
+@builds(ListFiles, Range, TensorSlices, Tensors)
 class RandomAccessIterator(Iterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from .base import Iterator
 from ..engine.rows import RowQueue
+from ..engine.registry import builds
+from ..nodes.rebatch import Rebatch
 
 
+@builds(Rebatch)
 class RebatchIterator(Iterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)

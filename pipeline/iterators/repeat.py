@@ -5,8 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from .base import Iterator
+from ..engine.registry import builds
+from ..nodes.repeat import Repeat
 
 
+@builds(Repeat)
 class RepeatIterator(Iterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)

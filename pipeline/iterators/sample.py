@@ -18,6 +18,8 @@ from .. import random_seed, structure
 from ..errors import InvalidArgumentError
 from .base import BlockIterator
 from ..engine.blocks import Failure
+from ..engine.registry import builds
+from ..nodes.sample import ChooseFromDatasets, SampleFromDatasets
 
 DRAW = 1024
 BLOCK = 64
@@ -87,6 +89,7 @@ class _DirectedIterator(BlockIterator):
         self._deferred = None if state["deferred"] is None else state["deferred"].error
 
 
+@builds(SampleFromDatasets)
 class SampleIterator(_DirectedIterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx, node.inputs)
@@ -141,6 +144,7 @@ class SampleIterator(_DirectedIterator):
         self._cdf = self._make_cdf()
 
 
+@builds(ChooseFromDatasets)
 class ChooseIterator(_DirectedIterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx, node.inputs[:-1])

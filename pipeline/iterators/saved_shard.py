@@ -5,10 +5,13 @@ from __future__ import annotations
 from ..errors import DataLossError
 from .base import BlockIterator
 from .cache_file import CacheReader
+from ..engine.registry import builds
+from ..nodes.saved_shard import SavedShard
 
 READ_AHEAD = 256
 
 
+@builds(SavedShard)
 class SavedShardIterator(BlockIterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)

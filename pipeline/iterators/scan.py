@@ -3,48 +3,16 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from .. import structure
 from ..errors import in_transformation
 from .base import BlockIterator
 from ..engine.blocks import Delivery, Failure
+from ..engine.registry import builds
+from ..nodes.scan import Scan, check_new_state, leaf_dtypes, step
 
 BLOCK = 256
 
 
-def _dtype(leaf):
-    return structure.STRING if isinstance(leaf, bytes) else getattr(leaf, "dtype", None)
-
-
-def step(fn, state, element, label: str):
-    """``(new_state, output)`` of one call, normalised; TypeError naming ``label`` if it is not a pair.
-
-    The pair is the function's result, so only it is "top level": a list state or output inside it is one
-    array, as in tf.data (``scan([0, 1], lambda s, _: ([s[1], s[0] + s[1]], s[0]))`` keeps an int32[2]
-    state), while a top-level list pair is a tuple."""
-    result = fn(state, element)
-    if not isinstance(result, (tuple, list)) or len(result) != 2:
-        raise TypeError(f"{label}: `scan_func` must return a pair (new_state, output), got "
-                        f"{type(result).__name__}.")
-    return (structure.normalize_inner(result[0], f"new state of {label}"),
-            structure.normalize_inner(result[1], f"output of {label}"))
-
-
-def leaf_dtypes(state) -> list:
-    return [_dtype(x) for x in structure.flatten(state)]
-
-
-def check_new_state(initial, dtypes: list, new_state, label: str) -> None:
-    """TypeError unless ``new_state`` has the structure and leaf dtypes (``leaf_dtypes(initial)``) of
-    ``initial`` (tf.data's rule for scan and reduce; shapes may change)."""
-    if type(new_state) is type(initial) and isinstance(initial, np.generic):
-        return  # a numpy scalar's type is its dtype: the common case, checked without walking
-    if not structure.same_structure(initial, new_state) or leaf_dtypes(new_state) != dtypes:
-        raise TypeError(f"{label}: the new state must keep the initial state's structure and dtypes: initial "
-                        f"{structure.spec_of(initial)!r}, new {structure.spec_of(new_state)!r}.")
-
-
+@builds(Scan)
 class ScanIterator(BlockIterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)

@@ -6,10 +6,13 @@ import numpy as np
 
 from ..errors import FailedPreconditionError, InvalidArgumentError
 from .base import Iterator
+from ..engine.registry import builds
+from ..nodes.shard import Shard
 
 BLOCK = 4096
 
 
+@builds(Shard)
 class ShardIterator(Iterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)

@@ -23,11 +23,14 @@ import numpy as np
 
 from .. import random_seed
 from .base import Iterator
+from ..engine.registry import builds
+from ..nodes.shuffle import Shuffle
 
 DRAW = 1024
 FILL_BLOCK = 4096
 
 
+@builds(Shuffle)
 class ShuffleIterator(Iterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from ..nodes.signature import conform
 from .base import BlockIterator
+from ..engine.registry import builds
+from ..nodes.signature import SignatureCheck
 
 
+@builds(SignatureCheck)
 class SignatureCheckIterator(BlockIterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)

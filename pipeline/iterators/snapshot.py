@@ -16,10 +16,13 @@ import logging
 from .. import graph, saved_dataset
 from ..errors import AlreadyExistsError, NotFoundError
 from .base import BlockIterator
+from ..engine.registry import builds
+from ..nodes.snapshot import Snapshot
 
 log = logging.getLogger("jaxfeed")
 
 
+@builds(Snapshot)
 class SnapshotIterator(BlockIterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)

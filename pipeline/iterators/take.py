@@ -7,10 +7,13 @@ import numpy as np
 from ..errors import InvalidArgumentError
 from ..nodes.base import INFINITE
 from .base import Iterator
+from ..engine.registry import builds
+from ..nodes.take import Skip, Take
 
 SKIP_BLOCK = 65536
 
 
+@builds(Take)
 class TakeIterator(Iterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)
@@ -55,6 +58,7 @@ class TakeIterator(Iterator):
         self._left = state["left"]
 
 
+@builds(Skip)
 class SkipIterator(Iterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)

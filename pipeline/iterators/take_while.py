@@ -7,8 +7,11 @@ import operator
 
 from ..engine.blocks import Failure
 from .filter import PredicateIterator
+from ..engine.registry import builds
+from ..nodes.take_while import TakeWhile
 
 
+@builds(TakeWhile)
 class TakeWhileIterator(PredicateIterator):
     def _select(self, items, verdict, failed):
         # the first falsy verdict, in C (a Failure is truthy; list.index would compare numpy bools slowly)

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from .base import Iterator
 from ..engine.rows import RowQueue
+from ..engine.registry import builds
+from ..nodes.unbatch import Unbatch
 
 RUN = 64  # rows sliced at once for single next() calls
 
 
+@builds(Unbatch)
 class UnbatchIterator(Iterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)

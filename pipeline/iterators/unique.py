@@ -6,10 +6,13 @@ import numpy as np
 
 from .. import structure
 from .base import BlockIterator
+from ..engine.registry import builds
+from ..nodes.unique import Unique
 
 BLOCK = 256
 
 
+@builds(Unique)
 class UniqueIterator(BlockIterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)

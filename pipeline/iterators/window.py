@@ -13,10 +13,13 @@ import numpy as np
 from .. import structure
 from ..nodes.elements import dataset_of_elements, dataset_of_rows
 from .base import Iterator
+from ..engine.registry import builds
+from ..nodes.window import Window
 
 READ_BLOCK = 4096
 
 
+@builds(Window)
 class WindowIterator(Iterator):
     def __init__(self, node, ctx):
         super().__init__(node, ctx)

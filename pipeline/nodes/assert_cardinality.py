@@ -38,11 +38,6 @@ class AssertCardinality(PassThrough):
     def cardinality(self):
         return self.expected
 
-    def make_iterator(self, ctx):
-        from ..iterators.assert_cardinality import AssertCardinalityIterator
-
-        return AssertCardinalityIterator(self, ctx)
-
 
 def element_count(n: int) -> str:
     """TF's wording: "an infinite number of elements", "1 element", "N elements"."""

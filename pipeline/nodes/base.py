@@ -1,8 +1,11 @@
 """The contract of a graph node: plain data that describes one transformation or source.
 
-A node holds its inputs and arguments and nothing that runs. Iterating builds a fresh iterator tree
-(``make_iterator``); rewrite passes copy nodes with ``with_inputs``/``replace``. Nodes are never mutated
-after construction, except for caches of derived facts (the element spec), which copies drop.
+A node holds its inputs and arguments and nothing that runs. Iterating builds a fresh iterator tree:
+``ctx.build(node)`` finds the node's iterator in ``engine/registry.py``, where each iterator module
+registers itself for its node classes (``@builds(Shuffle)``); a node module never imports its iterator, so
+iterators depend on nodes and never the reverse. Rewrite passes copy nodes with ``with_inputs``/``replace``.
+Nodes are never mutated after construction, except for caches of derived facts (the element spec), which
+copies drop.
 
 Optional capability, *random access*: a node that knows its length and can fetch elements by index
 (``random_access()`` True) implements ``length()`` and ``gather(indices)``. Iterators over such nodes
@@ -17,6 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import structure
+from ..engine import registry
 
 INFINITE = -1
 UNKNOWN = -2
@@ -91,6 +95,11 @@ class Node:
         the fused map+batch), or None for a node that does not batch."""
         return None
 
+    def files(self) -> list | None:
+        """The file names it lists or reads, when known statically (list_files, file readers over a fixed
+        list), else None: auto-shard's plan and the graph fingerprint read them."""
+        return None
+
     def runs_ahead(self) -> bool:
         """Does it pull from its input on a background thread, ahead of the consumer (a prefetch with a
         buffer)? The determinism rewriter removes such stages above a stateful function."""
@@ -140,7 +149,10 @@ class Node:
 
     # ------------------------------------------------------------------ execution
     def make_iterator(self, ctx):
-        raise NotImplementedError(f"{self.kind} cannot be iterated")
+        """A fresh iterator over this node: the one its iterator module registered for its class
+        (``engine/registry.py``). Call ``ctx.build(node)`` rather than this (it adds statistics); register an
+        iterator with ``@builds(NodeClass)`` rather than overriding this."""
+        return registry.build(self, ctx)
 
     # ------------------------------------------------------------------ random access (optional)
     def random_access(self) -> bool:

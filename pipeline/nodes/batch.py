@@ -65,8 +65,3 @@ class Batch(Node):
 
     def batches_of(self):
         return int(self.batch_size)
-
-    def make_iterator(self, ctx):
-        from ..iterators.batch import BatchIterator
-
-        return BatchIterator(self, ctx)

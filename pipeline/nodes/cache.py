@@ -51,8 +51,3 @@ class Cache(PassThrough):
 
     def cardinality(self):
         return self.inputs[0].cardinality()
-
-    def make_iterator(self, ctx):
-        from ..iterators.cache import CacheIterator
-
-        return CacheIterator(self, ctx)

@@ -114,13 +114,3 @@ class Concatenate(Node):
         if order is _UNSET:
             order = _orders[self] = structure.spec_key_order(self.element_spec)
         return value if order is None else order(value)
-
-
-    def make_iterator(self, ctx):
-        if self.random_access():
-            from ..iterators.random_access import RandomAccessIterator
-
-            return RandomAccessIterator(self, ctx)
-        from ..iterators.concatenate import ConcatenateIterator
-
-        return ConcatenateIterator(self, ctx)

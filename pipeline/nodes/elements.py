@@ -50,11 +50,6 @@ class Elements(Node):
     def cardinality(self):
         return len(self.elements)
 
-    def make_iterator(self, ctx):
-        from ..iterators.elements import ElementsIterator
-
-        return ElementsIterator(self, ctx)
-
 
 def dataset_of_rows(batched):
     """A Dataset whose elements are the rows of ``batched`` (a structure of arrays)."""

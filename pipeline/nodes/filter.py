@@ -37,8 +37,3 @@ class Filter(PredicateNode):
     shard_walk = ShardWalk.THROUGH
     keeps_batch_dim = True
     transformation = "filter"
-
-    def make_iterator(self, ctx):
-        from ..iterators.filter import FilterIterator
-
-        return FilterIterator(self, ctx)

@@ -78,8 +78,3 @@ class FlatMap(Node):
 
     def cardinality(self):
         return UNKNOWN
-
-    def make_iterator(self, ctx):
-        from ..iterators.flat_map import FlatMapIterator
-
-        return FlatMapIterator(self, ctx)

@@ -111,8 +111,3 @@ class Generator(Node):
             return ("runs a Python generator, whose output cannot be known to be the same in every run (declare "
                     "from_generator(..., replayable=True) if it is)")
         return super().not_replayable_because()
-
-    def make_iterator(self, ctx):
-        from ..iterators.generator import GeneratorIterator
-
-        return GeneratorIterator(self, ctx)

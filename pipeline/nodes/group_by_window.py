@@ -110,11 +110,6 @@ class GroupByWindow(Node):
                             f"(window {position}, key {key}).")
         return result
 
-    def make_iterator(self, ctx):
-        from ..iterators.group_by_window import GroupByWindowIterator
-
-        return GroupByWindowIterator(self, ctx)
-
 
 def bucket_by_sequence_length(dataset, element_length_func, bucket_boundaries, bucket_batch_sizes,
                               padded_shapes=None, padding_values=None, pad_to_bucket_boundary=False,

@@ -33,8 +33,3 @@ class IgnoreErrors(PassThrough):
     def sample(self):
         """The first element that does not fail (the input's own sample might be one that does)."""
         return first_element(self)
-
-    def make_iterator(self, ctx):
-        from ..iterators.ignore_errors import IgnoreErrorsIterator
-
-        return IgnoreErrorsIterator(self, ctx)

@@ -88,12 +88,3 @@ class Interleave(Node):
 
     def cardinality(self):
         return UNKNOWN
-
-    def make_iterator(self, ctx):
-        if self.num_parallel_calls is None:
-            from ..iterators.interleave import InterleaveIterator
-
-            return InterleaveIterator(self, ctx)
-        from ..iterators.parallel_interleave import ParallelInterleaveIterator
-
-        return ParallelInterleaveIterator(self, ctx)

@@ -88,8 +88,3 @@ class ListFiles(Node):
 
     def element_at(self, index):
         return self._data[index]
-
-    def make_iterator(self, ctx):
-        from ..iterators.random_access import RandomAccessIterator
-
-        return RandomAccessIterator(self, ctx)

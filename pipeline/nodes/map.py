@@ -80,20 +80,6 @@ class Map(Node):
     def cardinality(self):
         return self.inputs[0].cardinality()
 
-    def make_iterator(self, ctx):
-        if self.num_parallel_calls is None:
-            from ..iterators.map import MapIterator
-
-            return MapIterator(self, ctx)
-        executor = self.executor or ctx.options.execution.executor or "thread"
-        if executor == "process":
-            from ..iterators.process_map import ProcessMapIterator
-
-            return ProcessMapIterator(self, ctx)
-        from ..iterators.parallel_map import ParallelMapIterator
-
-        return ParallelMapIterator(self, ctx)
-
 
 def _name(fn) -> str:
     return getattr(fn, "__qualname__", type(fn).__name__)

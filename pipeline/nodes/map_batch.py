@@ -45,8 +45,3 @@ class MapAndBatch(Node):
 
     def batches_of(self):
         return int(self.batch_node.batch_size)
-
-    def make_iterator(self, ctx):
-        from ..iterators.map_batch import MapBatchIterator
-
-        return MapBatchIterator(self, ctx)

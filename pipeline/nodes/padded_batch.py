@@ -92,11 +92,6 @@ class PaddedBatch(Node):
     def batches_of(self):
         return int(self.batch_size)
 
-    def make_iterator(self, ctx):
-        from ..iterators.padded_batch import PaddedBatchIterator
-
-        return PaddedBatchIterator(self, ctx)
-
 
 def up_to(template, value, what):
     """``value``'s entries at the component positions of ``template`` (a spec or an element), in

@@ -29,10 +29,3 @@ class Prefetch(PassThrough):
 
     def runs_ahead(self):
         return self.buffer_size != 0
-
-    def make_iterator(self, ctx):
-        if self.buffer_size == 0:
-            return ctx.build(self.inputs[0])  # prefetch(0) is a no-op
-        from ..iterators.prefetch import PrefetchIterator
-
-        return PrefetchIterator(self, ctx)

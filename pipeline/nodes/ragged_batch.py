@@ -58,11 +58,6 @@ class RaggedBatch(Node):
     def cardinality(self):
         return batched_cardinality(self.inputs[0].cardinality(), self.batch_size, self.drop_remainder)
 
-    def make_iterator(self, ctx):
-        from ..iterators.ragged_batch import RaggedBatchIterator
-
-        return RaggedBatchIterator(self, ctx)
-
 
 class SparseBatch(Node):
     kind = "SparseBatch"
@@ -86,8 +81,3 @@ class SparseBatch(Node):
 
     def cardinality(self):
         return batched_cardinality(self.inputs[0].cardinality(), self.batch_size, False)
-
-    def make_iterator(self, ctx):
-        from ..iterators.ragged_batch import SparseBatchIterator
-
-        return SparseBatchIterator(self, ctx)

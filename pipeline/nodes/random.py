@@ -33,8 +33,3 @@ class Random(Node):
 
     def cardinality(self):
         return INFINITE
-
-    def make_iterator(self, ctx):
-        from ..iterators.random import RandomIterator
-
-        return RandomIterator(self, ctx)

@@ -56,11 +56,6 @@ class Range(Node):
     def element_at(self, index):
         return self.dtype.type(self.start + self.step * int(index))
 
-    def make_iterator(self, ctx):
-        from ..iterators.random_access import RandomAccessIterator
-
-        return RandomAccessIterator(self, ctx)
-
 
 _INT64_MIN, _INT64_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
 

@@ -58,8 +58,3 @@ class Rebatch(Node):
 
     def cardinality(self):
         return UNKNOWN
-
-    def make_iterator(self, ctx):
-        from ..iterators.rebatch import RebatchIterator
-
-        return RebatchIterator(self, ctx)

@@ -29,8 +29,3 @@ class Repeat(PassThrough):
         if n in (INFINITE, UNKNOWN):
             return n
         return n * self.count
-
-    def make_iterator(self, ctx):
-        from ..iterators.repeat import RepeatIterator
-
-        return RepeatIterator(self, ctx)

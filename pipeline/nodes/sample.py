@@ -76,11 +76,6 @@ class SampleFromDatasets(Node):
             return INFINITE if all(n == INFINITE for n in drawn) else UNKNOWN
         return INFINITE if INFINITE in drawn else UNKNOWN
 
-    def make_iterator(self, ctx):
-        from ..iterators.sample import SampleIterator
-
-        return SampleIterator(self, ctx)
-
 
 class ChooseFromDatasets(Node):
     """tf.data's ``choose_from_datasets``: ``choice_dataset`` (scalar int64 elements) names the input of each
@@ -109,8 +104,3 @@ class ChooseFromDatasets(Node):
 
     def cardinality(self):
         return UNKNOWN
-
-    def make_iterator(self, ctx):
-        from ..iterators.sample import ChooseIterator
-
-        return ChooseIterator(self, ctx)

@@ -25,8 +25,3 @@ class SavedShard(Node):
 
     def cardinality(self):
         return self.num_elements
-
-    def make_iterator(self, ctx):
-        from ..iterators.saved_shard import SavedShardIterator
-
-        return SavedShardIterator(self, ctx)

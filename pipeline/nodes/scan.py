@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import inspect
 
+import numpy as np
+
 from .. import structure
 from .base import Node
 from .common import UNKNOWN_SPEC, call_for_spec
@@ -51,8 +53,6 @@ class Scan(Node):
     def compute_spec(self):
         if self.output_signature is not None:
             return self.output_signature
-        from ..iterators.scan import step
-
         def output_spec(element):
             return relax(structure.spec_of(step(self.scan_func, self.initial_state, element, self.label())[1]))
 
@@ -61,11 +61,6 @@ class Scan(Node):
 
     def cardinality(self):
         return self.inputs[0].cardinality()
-
-    def make_iterator(self, ctx):
-        from ..iterators.scan import ScanIterator
-
-        return ScanIterator(self, ctx)
 
 
 def _check_takes_two(fn):
@@ -77,3 +72,35 @@ def _check_takes_two(fn):
         signature.bind(None, None)
     except TypeError as e:
         raise TypeError(f"scan: `scan_func` must take two arguments (state, element): {e}") from None
+
+
+def _dtype(leaf):
+    return structure.STRING if isinstance(leaf, bytes) else getattr(leaf, "dtype", None)
+
+
+def step(fn, state, element, label: str):
+    """``(new_state, output)`` of one call, normalised; TypeError naming ``label`` if it is not a pair.
+
+    The pair is the function's result, so only it is "top level": a list state or output inside it is one
+    array, as in tf.data (``scan([0, 1], lambda s, _: ([s[1], s[0] + s[1]], s[0]))`` keeps an int32[2]
+    state), while a top-level list pair is a tuple."""
+    result = fn(state, element)
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise TypeError(f"{label}: `scan_func` must return a pair (new_state, output), got "
+                        f"{type(result).__name__}.")
+    return (structure.normalize_inner(result[0], f"new state of {label}"),
+            structure.normalize_inner(result[1], f"output of {label}"))
+
+
+def leaf_dtypes(state) -> list:
+    return [_dtype(x) for x in structure.flatten(state)]
+
+
+def check_new_state(initial, dtypes: list, new_state, label: str) -> None:
+    """TypeError unless ``new_state`` has the structure and leaf dtypes (``leaf_dtypes(initial)``) of
+    ``initial`` (tf.data's rule for scan and reduce; shapes may change)."""
+    if type(new_state) is type(initial) and isinstance(initial, np.generic):
+        return  # a numpy scalar's type is its dtype: the common case, checked without walking
+    if not structure.same_structure(initial, new_state) or leaf_dtypes(new_state) != dtypes:
+        raise TypeError(f"{label}: the new state must keep the initial state's structure and dtypes: initial "
+                        f"{structure.spec_of(initial)!r}, new {structure.spec_of(new_state)!r}.")

@@ -40,8 +40,3 @@ class Shard(PassThrough):
         if n in (INFINITE, UNKNOWN):
             return n
         return max(0, -(-(n - self.index) // self.num_shards))
-
-    def make_iterator(self, ctx):
-        from ..iterators.shard import ShardIterator
-
-        return ShardIterator(self, ctx)

@@ -34,8 +34,3 @@ class Shuffle(PassThrough):
 
     def cardinality(self):
         return self.inputs[0].cardinality()
-
-    def make_iterator(self, ctx):
-        from ..iterators.shuffle import ShuffleIterator
-
-        return ShuffleIterator(self, ctx)

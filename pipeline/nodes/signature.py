@@ -268,11 +268,6 @@ class SignatureCheck(PassThrough):
     def cardinality(self):
         return self.inputs[0].cardinality()
 
-    def make_iterator(self, ctx):
-        from ..iterators.signature_check import SignatureCheckIterator
-
-        return SignatureCheckIterator(self, ctx)
-
 
 __all__ = ["Conform", "ConformDatasets", "ConformScan", "SignatureCheck", "SignatureMismatch",
            "check_signature_structure", "conform", "dtype_of", "relax", "shape_of", "unwrap"]

@@ -34,8 +34,3 @@ class Snapshot(PassThrough):
 
     def cardinality(self):
         return self.inputs[0].cardinality()
-
-    def make_iterator(self, ctx):
-        from ..iterators.snapshot import SnapshotIterator
-
-        return SnapshotIterator(self, ctx)

@@ -28,11 +28,6 @@ class Take(PassThrough):
             return UNKNOWN
         return min(n, self.count)
 
-    def make_iterator(self, ctx):
-        from ..iterators.take import TakeIterator
-
-        return TakeIterator(self, ctx)
-
 
 class Skip(PassThrough):
     kind = "Skip"
@@ -55,8 +50,3 @@ class Skip(PassThrough):
         if n == UNKNOWN:
             return UNKNOWN
         return max(n - self.count, 0)
-
-    def make_iterator(self, ctx):
-        from ..iterators.take import SkipIterator
-
-        return SkipIterator(self, ctx)

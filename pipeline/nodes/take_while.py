@@ -13,8 +13,3 @@ class TakeWhile(PredicateNode):
     shard_walk = ShardWalk.THROUGH
     keeps_batch_dim = True
     transformation = "take_while"
-
-    def make_iterator(self, ctx):
-        from ..iterators.take_while import TakeWhileIterator
-
-        return TakeWhileIterator(self, ctx)

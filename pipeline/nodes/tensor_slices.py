@@ -65,11 +65,6 @@ class TensorSlices(Node):
             return self.data[index]
         return structure.pack_as(self.data, [leaf[index] for leaf in self._leaves])
 
-    def make_iterator(self, ctx):
-        from ..iterators.random_access import RandomAccessIterator
-
-        return RandomAccessIterator(self, ctx)
-
 
 class Tensors(Node):
     """Exactly one element: the whole structure."""
@@ -107,11 +102,6 @@ class Tensors(Node):
 
     def element_at(self, index):
         return self.data
-
-    def make_iterator(self, ctx):
-        from ..iterators.random_access import RandomAccessIterator
-
-        return RandomAccessIterator(self, ctx)
 
 
 def _repeat_leaf(leaf, k):

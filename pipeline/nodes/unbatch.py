@@ -56,8 +56,3 @@ class Unbatch(Node):
         if dim == 0:
             return UNKNOWN  # as tf.data: it states a count only for a positive batch dimension
         return INFINITE if n == INFINITE else n * dim
-
-    def make_iterator(self, ctx):
-        from ..iterators.unbatch import UnbatchIterator
-
-        return UnbatchIterator(self, ctx)

@@ -29,11 +29,3 @@ class Unique(PassThrough):
 
     def cardinality(self):
         return UNKNOWN
-
-    def make_iterator(self, ctx):
-        from ..iterators.unique import UniqueIterator
-
-        return UniqueIterator(self, ctx)
-
-
-

@@ -45,11 +45,6 @@ class Window(Node):
         last_start = n - 1 - (self.size - 1) * self.stride  # the last index a full window may start at
         return 0 if last_start < 0 else last_start // self.shift + 1
 
-    def make_iterator(self, ctx):
-        from ..iterators.window import WindowIterator
-
-        return WindowIterator(self, ctx)
-
 
 def _positive(value, name) -> int:
     value = check_int(value, name, "window")

@@ -24,6 +24,3 @@ class WithOptions(PassThrough):
 
     def cardinality(self):
         return self.inputs[0].cardinality()
-
-    def make_iterator(self, ctx):
-        return ctx.build(self.inputs[0])

@@ -75,12 +75,3 @@ class Zip(Node):
 
     def element_at(self, index):
         return self.pack([i.element_at(index) for i in self.inputs])
-
-    def make_iterator(self, ctx):
-        if self.random_access():
-            from ..iterators.random_access import RandomAccessIterator
-
-            return RandomAccessIterator(self, ctx)
-        from ..iterators.zip import ZipIterator
-
-        return ZipIterator(self, ctx)
