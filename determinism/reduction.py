@@ -5,6 +5,7 @@ fixed. Three tools, from the cheapest guarantee to the strongest:
 
 - ``ordered_sum(values)`` / ``ordered_mean``: per-replica values (a list, replica 0 first) added in one
   fixed pairwise tree over the replica index. Identical across runs with the same number of replicas.
+  It is ``jaxfeed.distribute.ordered``'s, the order every strategy reduction over replicas uses.
 - ``psum_in_order(x, axis_name)``: inside ``shard_map``/``pmap``, ``lax.all_gather`` then the same fixed
   tree. The collective only moves data, so the result does not depend on the collective's algorithm
   (ring, tree, NCCL's choice): identical across runs on every platform, and the same on every replica.
@@ -23,36 +24,13 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def _tree(values, add):
-    values = list(values)
-    if not values:
-        raise ValueError("ordered_sum: no values to reduce")
-    while len(values) > 1:
-        paired = [add(values[i], values[i + 1]) for i in range(0, len(values) - 1, 2)]
-        if len(values) % 2:
-            paired.append(values[-1])
-        values = paired
-    return values[0]
-
-
-def ordered_sum(values):
-    """Sum of per-replica values (numpy or JAX arrays, same shape) in a fixed pairwise order."""
-    return _tree(values, lambda a, b: a + b)
+# one implementation of the fixed order, shared with MirroredStrategy's all_reduce and reduce
+from jaxfeed.distribute.ordered import ordered_sum, psum_in_order  # noqa: F401  (re-exported)
 
 
 def ordered_mean(values):
     values = list(values)
     return ordered_sum(values) / len(values)
-
-
-def psum_in_order(x, axis_name):
-    """``lax.psum`` with a fixed addition order: all-gather the replicas' values, then a fixed tree.
-    Use inside ``shard_map``/``pmap`` (``axis_name`` is the replica axis)."""
-    from jax import lax
-
-    gathered = lax.all_gather(x, axis_name)  # (replicas, ...) in replica order, on every replica
-    return _tree([gathered[i] for i in range(gathered.shape[0])], lambda a, b: a + b)
 
 
 def pmean_in_order(x, axis_name):

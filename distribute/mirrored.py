@@ -6,10 +6,11 @@
 - ``run(fn, args, kwargs)`` compiles ``fn`` once per input structure (tree structure, shapes, dtypes, the
   strategy's live variables, and the values of non-array arguments); later steps with the same structure
   reuse the executable. Distributed arguments are split per replica, everything else is broadcast.
-- ``all_reduce``: an ``all_gather`` then additions in replica order ((v0 + v1) + v2) + ..., the same
-  program on every replica, so the result is bitwise identical on all replicas and across runs.
+- ``all_reduce``: an ``all_gather`` then additions in one fixed tree over the replica index
+  ((v0 + v1) + (v2 + v3)) + ... (``ordered.py``), the same program on every replica, so the result is
+  bitwise identical on all replicas and across runs.
 - ``reduce``: the replicas' values go to the host and are combined there in a fixed order: ``axis=None``
-  adds replica values in replica order; ``axis=k`` concatenates all replicas' values along k (true batch
+  adds replica values in that same tree; ``axis=k`` concatenates all replicas' values along k (true batch
   sizes, padding removed) and sums once, so a MEAN divides by the true number of examples and, with the
   balanced split, the result does not depend on how many replicas the batch was split over. A value that
   is not distributed is treated as ``run`` would treat it, broadcast to every replica (tf.distribute's
@@ -29,6 +30,7 @@ import numpy as np
 
 from . import context
 from .logical import LOGICAL, LogicalDevices
+from .ordered import ordered_sum, psum_in_order
 from .strategy import ReplicaContext, Strategy, ValueContext
 from .values import PerReplica, ReduceOp, to_device_dtype, x64_enabled
 from .variables import MirroredVariable, SyncOnReadVariable, Trace, Variable
@@ -192,15 +194,6 @@ class MeshStrategy(LogicalDevices, Strategy):
         return out
 
     # ------------------------------------------------------------------ collectives (inside run)
-    def _ordered_sum(self, x):
-        from jax import lax
-
-        g = lax.all_gather(x, REPLICA)
-        s = g[0]
-        for i in range(1, self.num_replicas_in_sync):
-            s = s + g[i]
-        return s
-
     def _all_reduce(self, reduce_op, value):
         import jax
         import jax.numpy as jnp
@@ -209,7 +202,7 @@ class MeshStrategy(LogicalDevices, Strategy):
 
         def one(x):
             x = jnp.asarray(x.read_value() if isinstance(x, Variable) else x)
-            s = self._ordered_sum(x)
+            s = psum_in_order(x, REPLICA)
             if reduce_op == ReduceOp.MEAN:
                 s = s / n if jnp.issubdtype(s.dtype, jnp.inexact) else s // n
             return s
@@ -514,9 +507,7 @@ class MeshStrategy(LogicalDevices, Strategy):
 
         vals = value.values
         if axis is None:
-            s = vals[0]
-            for v in vals[1:]:
-                s = s + v
+            s = ordered_sum(vals)
             return s / len(vals) if reduce_op == ReduceOp.MEAN else s
         cat = jnp.concatenate(vals, axis=axis)
         s = jnp.sum(cat, axis=axis)
@@ -595,9 +586,7 @@ def _host_reduce(op, vals, axis):
         if len(set(shapes)) > 1:
             raise ValueError(f"reduce(axis=None): the replicas' values have different shapes {shapes}; reduce "
                              "along the batch axis (axis=0) instead")
-        acc = np.array(vals[0], copy=True)
-        for v in vals[1:]:
-            acc = acc + v
+        acc = np.array(vals[0], copy=True) if n == 1 else ordered_sum(vals)
         if op == ReduceOp.MEAN:
             acc = (acc / n).astype(acc.dtype) if acc.dtype.kind in "fc" else acc // n
         return acc

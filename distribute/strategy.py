@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 
 from . import context
+from .ordered import ordered_sum
 from .values import DistributedValues, PerReplica, ReduceOp, to_device_dtype, x64_enabled
 
 _WARNED: set = set()  # narrowing reported by strategies without a set of their own (the default strategy)
@@ -391,7 +392,8 @@ def _axes(axis, rank):
 def reduce_broadcast_value(reduce_op, value, axis, num_replicas: int):
     """``Strategy.reduce(op, value, axis)`` of a non-distributed value, as tf.distribute computes it: every
     replica reduces its (broadcast) copy along ``axis`` (an int, tuple or list), then the replicas' results
-    are reduced. SUM: the per-replica sum added over the replicas in replica order (R x the sum along axis);
+    are reduced. SUM: the per-replica sum added over the replicas in ``ordered.ordered_sum``'s order (R x
+    the sum along axis);
     MEAN: that total divided by the element count along axis over all replicas (R x the count), i.e. the
     value's mean along axis (integer values give a float mean, as tf's ``truediv``). Leaf by leaf for a nest;
     a JAX tracer (inside ``merge_call``) is reduced with ``jax.numpy``."""
@@ -406,9 +408,7 @@ def reduce_broadcast_value(reduce_op, value, axis, num_replicas: int):
         xp = jnp if traced else np
         axes = _axes(axis, a.ndim)
         per = xp.sum(a, axis=axes, dtype=a.dtype if a.dtype.kind in "fciu" else None)
-        total = per
-        for _ in range(int(num_replicas) - 1):  # replica order, as the cross-replica reduction adds them
-            total = total + per
+        total = ordered_sum([per] * int(num_replicas))  # the order of the cross-replica reduction
         if reduce_op == ReduceOp.SUM:
             return total if traced else _to_jax(total)
         count = int(np.prod([a.shape[k] for k in axes], dtype=np.int64)) * int(num_replicas)
