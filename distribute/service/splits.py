@@ -26,7 +26,7 @@ def _sources(root):
 def plan(dataset: Dataset, split_size: int = DEFAULT_SPLIT_SIZE) -> dict:
     """``{"kind": "range" | "file", "count": number of splits, ...}`` for ``dataset``'s source."""
     root = dataset._node
-    readers = [n for n in graph.walk(root) if getattr(n, "reads_files", False) and n.inputs]
+    readers = [n for n in graph.walk(root) if n.reads_files and n.inputs]
     if len(readers) == 1 and readers[0].files() is not None and len(_sources(root)) == 1:
         files = readers[0].files()
         if not readers[0].random_access():
@@ -52,11 +52,11 @@ def restrict(dataset: Dataset, split_plan: dict, split: int) -> Dataset:
 
     root = dataset._node
     if split_plan["kind"] == "file":
-        reader = next(n for n in graph.walk(root) if getattr(n, "reads_files", False) and n.inputs)
+        reader = next(n for n in graph.walk(root) if n.reads_files and n.inputs)
         name = reader.files()[split]
         only = TensorSlices(np.array([name.encode("utf-8"), b""], dtype=object)[:1])
         return Dataset(graph.transform(root, lambda n: n.with_inputs([only]) if n is reader else n))
-    readers = [n for n in graph.walk(root) if getattr(n, "reads_files", False) and n.inputs]
+    readers = [n for n in graph.walk(root) if n.reads_files and n.inputs]
     source = readers[0] if readers and readers[0].random_access() else _sources(root)[0]
     size = split_plan["split_size"]
     start = split * size
