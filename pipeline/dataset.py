@@ -12,6 +12,7 @@ import numpy as np
 
 from . import graph
 from .iterators import catalog  # noqa: F401  (registers every iterator: engine/registry.py)
+from .nodes import dataset_class
 from .nodes.base import INFINITE, UNKNOWN, Node
 from .nodes.common import AUTOTUNE, SHARD_HINT
 from .options import Options
@@ -430,6 +431,9 @@ class Dataset:
         from .nodes.range import Counter
 
         return _named(Counter(start, step, output_type=dtype), name)
+
+
+dataset_class.set_dataset_class(Dataset)  # for the nodes that wrap nodes in a Dataset (they cannot import this)
 
 
 def _named(node: Node, name) -> Dataset:

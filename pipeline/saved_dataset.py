@@ -207,9 +207,11 @@ def read_meta(path: str) -> dict:
 
 
 def load(path: str, element_spec=None, compression=None, reader_func=None):
-    from .dataset import Dataset
     from .nodes.assert_cardinality import AssertCardinality
+    from .nodes.dataset_class import dataset_class
     from .nodes.saved_shard import SavedShard
+
+    Dataset = dataset_class()  # this module is below pipeline/dataset.py, which calls it
 
     if compression not in (None, ""):
         raise InvalidArgumentError(f"load: compression={compression!r} is not supported (saves are "

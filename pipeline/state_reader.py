@@ -254,19 +254,19 @@ def array_layout(v: dict) -> tuple:
 
 
 def rebuild_dataset(kind: str, data):
-    from .dataset import Dataset
+    from .nodes.dataset_class import wrap
     from .nodes.tensor_slices import Tensors, TensorSlices
 
     if kind == "TensorSlices":
-        return Dataset(TensorSlices(data))
+        return wrap(TensorSlices(data))
     if kind == "Tensors":
-        return Dataset(Tensors(data))
+        return wrap(Tensors(data))
     if kind == "Elements":
         from .nodes.elements import Elements
 
         if type(data) is not list:
             raise corrupt("a saved Elements dataset does not hold a list")
-        return Dataset(Elements(data))
+        return wrap(Elements(data))
     raise InvalidArgumentError(f"Iterator state holds a dataset of unknown kind {kind!r:.60}.", OP)
 
 

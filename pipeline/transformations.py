@@ -7,6 +7,7 @@ Each is a thin spelling of a ``Dataset`` method; the behaviour (and its tests) l
 from __future__ import annotations
 
 from .nodes.base import INFINITE
+from .nodes.dataset_class import dataset_class  # dataset.py calls this module: it cannot be imported here
 
 
 def scan(initial_state, scan_func):
@@ -43,10 +44,7 @@ def enumerate_dataset(start=0):
 
 def assert_cardinality(expected_cardinality):
     def apply(ds):
-        from .dataset import Dataset
-        from .nodes.assert_cardinality import AssertCardinality
-
-        return Dataset(AssertCardinality(ds._node, expected_cardinality))
+        return ds.assert_cardinality(expected_cardinality)
 
     return apply
 
@@ -104,7 +102,7 @@ def rejection_resample(class_func, target_dist, initial_dist=None, seed=None):
     target = _distribution(target_dist, "target_dist")
 
     def apply(ds):
-        from .dataset import Dataset
+        Dataset = dataset_class()
 
         def with_class(*x):
             element = x[0] if len(x) == 1 else x
@@ -217,9 +215,9 @@ def at(dataset, index):
 def from_list(elements):
     """``tf.data.experimental.from_list``: a dataset of the given elements (same structure and shapes)."""
     from . import structure
-    from .dataset import Dataset
     from .errors import InvalidArgumentError
 
+    Dataset = dataset_class()
     elements = [structure.normalize_data(e, "from_list element") for e in elements]
     if not elements:
         raise ValueError("from_list: `elements` must not be empty.")
@@ -238,9 +236,9 @@ def pad_to_cardinality(cardinality, mask_key="valid"):
 
     def apply(ds):
         from . import structure
-        from .dataset import Dataset
         from .errors import InvalidArgumentError
 
+        Dataset = dataset_class()
         spec = ds.element_spec
         if not isinstance(spec, dict):
             raise InvalidArgumentError(f"pad_to_cardinality: the elements must be dicts, got {spec!r}.",

@@ -10,7 +10,8 @@ from __future__ import annotations
 from ..errors import in_transformation
 from ..nodes.common import call
 from ..engine.registry import builds
-from ..nodes.flat_map import FlatMap, dataset_of
+from ..nodes.dataset_class import dataset_of
+from ..nodes.flat_map import FlatMap
 from .base import BlockIterator
 
 

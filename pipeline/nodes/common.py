@@ -31,7 +31,7 @@ def check_signature(fn, input_node: Node, transformation: str, extra_args: int =
     """Raise TypeError at construction when ``fn`` cannot take the element's unpacked arguments."""
     if not callable(fn):
         raise TypeError(f"{transformation}: the function must be callable, got {type(fn).__name__}")
-    if getattr(input_node, "lazy_spec", False):
+    if input_node.lazy_spec:
         return  # finding the input's structure would run user code; the call itself will tell
     try:
         sig = inspect.signature(fn)
@@ -166,21 +166,6 @@ def call_for_spec(run, input_node: Node):
         return None
 
 
-def spec_from_function(fn, input_node: Node, transform_output=None):
-    """The spec of ``fn``'s results, from its result on a sample element (tf.data traces; we run once on
-    real data). One result proves structure, dtypes and ranks, not dimensions: every dimension is unknown
-    (``signature.relax``); a declared ``output_signature`` is how a user promises more."""
-    from .signature import relax
-
-    def spec_of_result(out):
-        if transform_output is not None:
-            out = transform_output(out)
-        return relax(structure.spec_of(structure.normalize(out)))
-
-    spec = call_for_spec(lambda element: spec_of_result(call(fn, element)), input_node)
-    return UNKNOWN_SPEC if spec is None else spec
-
-
 class PassThrough(Node):
     """A node with one input whose elements have the input's spec (shuffle, take, prefetch, ...)."""
 
@@ -189,12 +174,12 @@ class PassThrough(Node):
 
     @property
     def lazy_spec(self):
-        return getattr(self.inputs[0], "lazy_spec", False)
+        return self.inputs[0].lazy_spec
 
     def sample(self):
         return sample_element(self.inputs[0])
 
 
 __all__ = ["AUTOTUNE", "SHARD_HINT", "INFINITE", "UNKNOWN", "call", "check_bool", "check_int", "check_parallelism",
-           "check_signature", "sample_element", "sample_for_spec", "call_for_spec", "spec_from_function",
+           "check_signature", "sample_element", "sample_for_spec", "call_for_spec",
            "PassThrough", "UNKNOWN_SPEC"]

@@ -13,6 +13,7 @@ import numpy as np
 from .. import structure
 from ..errors import InvalidArgumentError
 from .base import Node
+from .dataset_class import wrap
 
 
 class Elements(Node):
@@ -53,18 +54,15 @@ class Elements(Node):
 
 def dataset_of_rows(batched):
     """A Dataset whose elements are the rows of ``batched`` (a structure of arrays)."""
-    from ..dataset import Dataset
     from .tensor_slices import TensorSlices
 
-    return Dataset(TensorSlices(batched))
+    return wrap(TensorSlices(batched))
 
 
 def dataset_of_elements(elements: list):
     """A Dataset of ``elements`` (non-empty): stacked when their shapes agree, else a list."""
-    from ..dataset import Dataset
-
     try:
         stacked = structure.stack(elements)
     except InvalidArgumentError:
-        return Dataset(Elements(elements))
+        return wrap(Elements(elements))
     return dataset_of_rows(stacked)

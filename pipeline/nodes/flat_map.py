@@ -4,22 +4,13 @@ from __future__ import annotations
 
 from .base import Node, ShardWalk, UNKNOWN
 from .common import UNKNOWN_SPEC, call, call_for_spec, check_signature
-
-
-def dataset_of(value, transformation: str):
-    """The node of the Dataset a ``flat_map``/``interleave`` function returned; TypeError for anything else."""
-    node = getattr(value, "_node", None)
-    if not isinstance(node, Node):
-        raise TypeError(f"{transformation}: `map_func` must return a Dataset object, got "
-                        f"{type(value).__name__}.")
-    return node
+from .dataset_class import dataset_of
+from .signature import ConformDatasets, check_signature_structure, relax, unwrap
 
 
 def dataset_function_spec(fn, input_node: Node, transformation: str):
     """The element spec of the datasets ``fn`` returns, from the one it returns for a sample input element:
     its structure, dtypes and ranks; every dimension unknown, since the next input's dataset may differ."""
-    from .signature import relax
-
     spec = call_for_spec(lambda element: relax(dataset_of(call(fn, element), transformation).element_spec),
                          input_node)
     return UNKNOWN_SPEC if spec is None else spec
@@ -28,8 +19,6 @@ def dataset_function_spec(fn, input_node: Node, transformation: str):
 def declared(node, map_func, output_signature, transformation: str):
     """Set up ``node.map_func`` and ``node.output_signature``: with a signature, every dataset ``map_func``
     returns is checked element by element (``nodes/signature.py``)."""
-    from .signature import ConformDatasets, check_signature_structure
-
     node.output_signature = output_signature
     if output_signature is not None:
         check_signature_structure(output_signature, transformation)
@@ -59,16 +48,12 @@ class FlatMap(Node):
         return self.output_signature is None
 
     def params(self):
-        from .signature import unwrap
-
         p = {"map_func": unwrap(self.map_func)}
         if self.output_signature is not None:
             p["output_signature"] = self.output_signature
         return p
 
     def functions(self):
-        from .signature import unwrap
-
         return {"map_func": unwrap(self.map_func)}
 
     def compute_spec(self):

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from .. import graph, random_seed
 from .base import Node, ShardWalk
-from .common import (call, check_parallelism, check_signature, spec_from_function,
-                     warn_deterministic_without_parallelism)
-from .signature import Conform, check_signature_structure, unwrap
+from .common import call, check_parallelism, check_signature, warn_deterministic_without_parallelism
+from .signature import Conform, check_signature_structure, spec_from_function, unwrap
 
 EXECUTORS = (None, "thread", "process")
 

@@ -19,7 +19,8 @@ import numpy as np
 
 from .. import structure
 from ..errors import InvalidArgumentError
-from .common import PassThrough
+from .common import UNKNOWN_SPEC, PassThrough, call, call_for_spec
+from .dataset_class import dataset_of, wrap
 
 
 # ---------------------------------------------------------------------------------------- what users write
@@ -78,6 +79,19 @@ def relax(spec):
     return structure.map_structure(leaf, spec)
 
 
+def spec_from_function(fn, input_node: Node, transform_output=None):
+    """The spec of ``fn``'s results, from its result on a sample element (tf.data traces; we run once on
+    real data). One result proves structure, dtypes and ranks, not dimensions: every dimension is unknown
+    (``relax``); a declared ``output_signature`` is how a user promises more."""
+    def spec_of_result(out):
+        if transform_output is not None:
+            out = transform_output(out)
+        return relax(structure.spec_of(structure.normalize(out)))
+
+    spec = call_for_spec(lambda element: spec_of_result(call(fn, element)), input_node)
+    return UNKNOWN_SPEC if spec is None else spec
+
+
 # ------------------------------------------------------------------------------------------------ checking
 class SignatureMismatch(InvalidArgumentError):
     """An element that breaks a declared ``output_signature``."""
@@ -109,10 +123,8 @@ def _conform(value, spec, path, where):
         node = getattr(value, "_node", None)
         if node is None:
             raise _mismatch(where, path, f"expected a Dataset, got {type(value).__name__}")
-        from ..dataset import Dataset
-
         at = f" at {path}" if path else ""
-        return Dataset(SignatureCheck(node, spec.element_spec, f"{where}, the dataset{at}"))
+        return wrap(SignatureCheck(node, spec.element_spec, f"{where}, the dataset{at}"))
     return _conform_leaf(value, spec, path, where)
 
 
@@ -214,12 +226,9 @@ class ConformDatasets(Conform):
     """A flat_map/interleave ``map_func`` whose datasets' elements are checked against the signature."""
 
     def __call__(self, *args):
-        from ..dataset import Dataset
-        from .flat_map import dataset_of
-
         node = dataset_of(self.fn(*args), self.where.split("(")[0])
         what = f"{self.where}, the dataset map_func returned for input {_short_value(args)}"
-        return Dataset(SignatureCheck(node, self.signature, what))
+        return wrap(SignatureCheck(node, self.signature, what))
 
 
 def _short_value(args) -> str:
@@ -270,4 +279,4 @@ class SignatureCheck(PassThrough):
 
 
 __all__ = ["Conform", "ConformDatasets", "ConformScan", "SignatureCheck", "SignatureMismatch",
-           "check_signature_structure", "conform", "dtype_of", "relax", "shape_of", "unwrap"]
+           "check_signature_structure", "conform", "dtype_of", "relax", "shape_of", "spec_from_function", "unwrap"]

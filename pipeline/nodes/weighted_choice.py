@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InvalidArgumentError
+from .dataset_class import dataset_class
 
 
 def categorical(weights, bits) -> np.int64:
@@ -27,8 +28,7 @@ def categorical(weights, bits) -> np.int64:
 
 
 def sample_with_weight_dataset(datasets, weights, seed, stop_on_empty_dataset, rerandomize_each_iteration):
-    from ..dataset import Dataset
-
+    Dataset = dataset_class()
     spec = weights.element_spec
     shape = getattr(spec, "shape", None)
     if not hasattr(spec, "dtype") or spec.dtype.kind not in "fiu" or shape is None or len(shape) != 1 or \
