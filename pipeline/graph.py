@@ -114,23 +114,22 @@ def _own_digest(node: Node) -> bytes:
     return digest
 
 
-_NOT_SET = object()
-
 
 def _position_facts(node: Node):
     """Facts outside ``params()`` that decide positions: resolved seeds (``set_random_seed(1)`` and ``(2)``
     build the same arguments but other orders), the matches a ``list_files`` globbed, the node's own
-    ``stateful`` declaration (external state for ``ExternalStatePolicy``)."""
-    seeds = getattr(node, "seeds", _NOT_SET)
-    if seeds is not _NOT_SET:
-        yield "seeds", seeds
-    if node.is_source and not node.inputs and callable(getattr(node, "files", None)):
+    ``stateful`` declaration (external state for ``ExternalStatePolicy``).
+
+    Seeds count for the nodes that set their own (``Node.seeds`` is a class default since the node contract):
+    the fingerprints of the others never held them, and saved states carry fingerprints."""
+    if "seeds" in vars(node):
+        yield "seeds", node.seeds
+    if node.is_source and not node.inputs:
         files = node.files()
         if files is not None:
             yield "files", list(files)
-    stateful = getattr(node, "stateful", None)
-    if stateful is not None:
-        yield "stateful", bool(stateful)
+    if node.stateful is not None:
+        yield "stateful", bool(node.stateful)
 
 
 _CHUNK = 1 << 20  # CRC32C per MiB, each fed to blake2b: a change is missed only if a chunk's CRC collides
@@ -230,19 +229,3 @@ def function_identity(fn) -> str:
     h.update(repr([c for c in code.co_consts if not hasattr(c, "co_code")]).encode())
     h.update(repr(code.co_names).encode())
     return f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', fn.__name__)}#{h.hexdigest()}"
-
-
-def first_difference(a: Node, b: Node) -> str | None:
-    """Describe the first node (from the sources up) where two graphs differ, or None if they match."""
-    fa, fb = {}, {}
-    nodes_a, nodes_b = list(walk(a)), list(walk(b))
-    for node in nodes_a:
-        fa[id(node)] = node_fingerprint(node, [fa[id(i)] for i in node.inputs])
-    for node in nodes_b:
-        fb[id(node)] = node_fingerprint(node, [fb[id(i)] for i in node.inputs])
-    for i, (x, y) in enumerate(zip(nodes_a, nodes_b)):
-        if fa[id(x)] != fb[id(y)]:
-            return f"node {i} ({x.label()} vs {y.label()})"
-    if len(nodes_a) != len(nodes_b):
-        return f"graph sizes differ ({len(nodes_a)} vs {len(nodes_b)} nodes)"
-    return None

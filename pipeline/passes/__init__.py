@@ -13,50 +13,9 @@ what it changed with ``log.note(node, why)``. ``Dataset.explain()`` prints that 
 
 from __future__ import annotations
 
-from typing import Callable
-
 from ..nodes.base import Node
 from ..options import Options
-
-PHASES = ("options", "auto_shard", "determinism", "optimizations")
-
-PassFn = Callable[[Node, Options, "PassLog"], Node]
-
-
-class PassLog:
-    """What the passes changed: ``(pass name, node label, reason)`` entries, in order."""
-
-    def __init__(self):
-        self.entries: list[tuple[str, str, str]] = []
-        self.current = ""
-
-    def note(self, node: Node, why: str) -> None:
-        self.entries.append((self.current, node.label(), why))
-
-    def __iter__(self):
-        return iter(self.entries)
-
-    def __len__(self):
-        return len(self.entries)
-
-    def __str__(self):
-        if not self.entries:
-            return "(no rewrites)"
-        return "\n".join(f"[{p}] {label}: {why}" for p, label, why in self.entries)
-
-
-_registry: dict[str, list[tuple[str, PassFn]]] = {phase: [] for phase in PHASES}
-
-
-def register(phase: str, name: str, fn: PassFn) -> None:
-    """Add a pass to a phase (idempotent by name; a later registration replaces an earlier one)."""
-    if phase not in _registry:
-        raise ValueError(f"unknown pass phase {phase!r}; phases are {PHASES}")
-    _registry[phase] = [(n, f) for n, f in _registry[phase] if n != name] + [(name, fn)]
-
-
-def registered(phase: str) -> list[str]:
-    return [name for name, _ in _registry[phase]]
+from .registry import PHASES, PassFn, PassLog, in_phase, register  # noqa: F401  (the package's face)
 
 
 def run_passes(root: Node, options: Options | None = None, log: PassLog | None = None,
@@ -70,7 +29,7 @@ def run_passes(root: Node, options: Options | None = None, log: PassLog | None =
     if options is not None:
         effective = effective.merge(options)
     for phase in PHASES:
-        passes = list(_registry[phase])
+        passes = in_phase(phase)
         if phase == "auto_shard" and auto_shard is not None:
             passes.append(("auto_shard", auto_shard))
         for name, fn in passes:

@@ -8,6 +8,9 @@ and ``deterministic=False`` only permits reordering)."""
 from __future__ import annotations
 
 from .. import graph
+from ..nodes.interleave import Interleave
+from ..nodes.map import Map
+from ..nodes.prefetch import Prefetch
 
 _enabled = False
 
@@ -31,15 +34,15 @@ def run_serially(root, options, log):
         return root
 
     def rewrite(node):
-        if node.kind == "Prefetch":
+        if isinstance(node, Prefetch):
             log.note(node, "removed: debug mode runs every stage on the consumer's thread")
             return node.inputs[0]
         changes = {}
-        if getattr(node, "num_parallel_calls", None) is not None:
+        if node.num_parallel_calls is not None:
             changes["num_parallel_calls"] = None
-            if getattr(node, "cycle_length", 0) in (None, -1):
+            if isinstance(node, Interleave) and node.cycle_length in (None, -1):
                 changes["cycle_length"] = node.cycle  # interleave's default cycle follows num_parallel_calls
-        if getattr(node, "executor", None) is not None:
+        if isinstance(node, Map) and node.executor is not None:
             changes["executor"] = None
         if not changes:
             return node
@@ -49,6 +52,6 @@ def run_serially(root, options, log):
     return graph.transform(root, rewrite)
 
 
-from . import register  # noqa: E402
+from .registry import register  # noqa: E402
 
 register("options", "debug_mode", run_serially)

@@ -13,14 +13,16 @@ Not fused: maps in worker processes (their workers already return stacked blocks
 from __future__ import annotations
 
 from .. import graph
+from ..nodes.batch import Batch
+from ..nodes.map import Map
 from ..nodes.map_batch import MapAndBatch
 from ..options import effective_deterministic
-from . import register
+from .registry import register
 
 
 def fusable(map_node, options) -> str | None:
     """Why ``map_node`` cannot be fused with a following batch, or None when it can."""
-    if map_node.kind != "Map":
+    if not isinstance(map_node, Map):
         return "not a map"
     executor = map_node.executor or options.execution.executor
     if map_node.num_parallel_calls is not None:
@@ -44,7 +46,7 @@ def map_batch_fusion(root, options, log):
         return root
 
     def rewrite(node):
-        if node.kind == "Batch" and node.inputs and node.inputs[0].kind == "Map":
+        if isinstance(node, Batch) and isinstance(node.inputs[0], Map):
             inner = node.inputs[0]
             if fusable(inner, options) is not None or vectorizable(inner, options):
                 return node  # (a vectorizable map is the vectorized_map pass's to rewrite)

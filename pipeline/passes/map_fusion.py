@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from .. import graph
 from ..nodes.common import call
-from . import register
+from ..nodes.map import Map
+from .registry import register
 
 
 def _fusable(outer, inner) -> bool:
-    if outer.kind != "Map" or inner.kind != "Map":
+    if not isinstance(outer, Map) or not isinstance(inner, Map):
         return False
     if outer.with_rng or inner.with_rng or outer.stateful or inner.stateful:
         return False
@@ -43,7 +44,7 @@ def map_fusion(root, options, log):
         return root
 
     def rewrite(node):
-        if node.kind == "Map" and node.inputs and _fusable(node, node.inputs[0]):
+        if isinstance(node, Map) and _fusable(node, node.inputs[0]):
             inner = node.inputs[0]
             # each map_func checks its own declared output_signature; the fused stage promises the outer's
             fused = inner.replace(map_func=Fused(inner.map_func, node.map_func), name=None,

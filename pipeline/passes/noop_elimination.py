@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 from .. import graph
-from . import register
+from ..nodes.prefetch import Prefetch
+from ..nodes.repeat import Repeat
+from ..nodes.shard import Shard
+from ..nodes.take import Skip, Take
+from .registry import register
 
 
 def _is_noop(node) -> str | None:
-    kind = node.kind
-    if kind == "Take" and node.count < 0:
+    if isinstance(node, Take) and node.count < 0:
         return "take of a negative count keeps every element"
-    if kind == "Skip" and node.count == 0:
+    if isinstance(node, Skip) and node.count == 0:
         return "skip(0) keeps every element"
-    if kind == "Repeat" and node.count == 1:
+    if isinstance(node, Repeat) and node.count == 1:
         return "repeat(1) is the input once"
-    if kind == "Prefetch" and node.buffer_size == 0:
+    if isinstance(node, Prefetch) and node.buffer_size == 0:
         return "prefetch(0) buffers nothing"
-    if kind == "Shard" and not node.is_hint and node.num_shards == 1 and not node.require_non_empty:
+    if isinstance(node, Shard) and not node.is_hint and node.num_shards == 1 and not node.require_non_empty:
         return "shard(1, 0) keeps every element"
     return None
 

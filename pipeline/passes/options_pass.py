@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import graph
+from ..nodes.with_options import WithOptions
 from ..options import Options
 
 
@@ -10,21 +11,20 @@ def effective_options(root) -> Options:
     """Options attached anywhere in the graph, merged from the sources up: the later one wins."""
     merged = Options()
     for node in graph.walk(root):
-        attached = getattr(node, "attached_options", None)
-        if attached is not None:
-            merged = merged.merge(attached)
+        if isinstance(node, WithOptions):
+            merged = merged.merge(node.attached_options)
     return merged
 
 
 def strip_option_nodes(root, options, log):
     def rewrite(node):
-        if getattr(node, "attached_options", None) is not None:
+        if isinstance(node, WithOptions):
             return node.inputs[0]
         return node
 
     return graph.transform(root, rewrite)
 
 
-from . import register  # noqa: E402
+from .registry import register  # noqa: E402
 
 register("options", "strip_option_nodes", strip_option_nodes)

@@ -9,7 +9,9 @@ plain graph. Maps that need a per-element RNG (``with_rng``) stay per element.
 from __future__ import annotations
 
 from .. import graph
-from . import register
+from ..nodes.batch import Batch
+from ..nodes.map import Map
+from .registry import register
 from ..nodes.map_batch import MapAndBatch
 from .map_batch_fusion import fusable, vectorizable
 
@@ -20,7 +22,7 @@ def vectorized_map(root, options, log):
         return root
 
     def rewrite(node):
-        if node.kind == "Batch" and node.inputs and node.inputs[0].kind == "Map":
+        if isinstance(node, Batch) and isinstance(node.inputs[0], Map):
             inner = node.inputs[0]
             if not vectorizable(inner, options) or fusable(inner, options) is not None:
                 return node
