@@ -56,6 +56,16 @@ def _restore_tree(it, root_state) -> None:
         raise unfit_state_error(e) from e
 
 
+def _start_ahead(it) -> None:
+    """``Options.experimental_warm_start``: start every stage's background work now, inputs before the stages
+    that read them (a started stage reads its input from its own thread; iterators are not thread-safe, so
+    nothing may still be starting below it)."""
+    for child in it.children():
+        if child is not None:
+            _start_ahead(child)
+    it.start_ahead()
+
+
 def _refuse_closed(*_):
     raise FailedPreconditionError("The iterator is closed.", "iterator")
 
@@ -88,6 +98,8 @@ class DatasetIterator:
         self._it = self._ctx.build(root)
         if state is not None:
             _restore_tree(self._it, state["root"])
+        if effective.experimental_warm_start:
+            _start_ahead(self._it)
 
     # ------------------------------------------------------------------ protocol
     def __iter__(self):
@@ -144,6 +156,8 @@ class DatasetIterator:
             self._it.close()
             self._it = self._ctx.build(self.graph)
         _restore_tree(self._it, state["root"])
+        if self._ctx.options.experimental_warm_start:
+            _start_ahead(self._it)
 
     def _check_state(self, state) -> None:
         if not isinstance(state, dict) or "root" not in state:

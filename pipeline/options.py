@@ -146,8 +146,17 @@ class OptimizationOptions(_OptionGroup):
 class ThreadingOptions(_OptionGroup):
     _fields = {
         "max_intra_op_parallelism": (int, "Accepted for compatibility."),
-        "private_threadpool_size": (int, "Threads for this pipeline's parallel stages (default: CPUs)."),
+        "private_threadpool_size": (int, "The most threads each parallel stage (thread map, interleave, parallel "
+                                         "batch) runs its work on, and AUTOTUNE's limit; 0 or unset: no cap. "
+                                         "tf.data shares one pool of this size across the pipeline; here each "
+                                         "stage has its own (engine/pool.py, thread_cap). "
+                                         "map(use_unbounded_threadpool=True) is exempt."),
     }
+
+    def __setattr__(self, name, value):
+        if name == "private_threadpool_size" and _is_instance(value, int) and value < 0:
+            raise ValueError(f"private_threadpool_size must be >= 0 (0: no cap), got {value}")
+        super().__setattr__(name, value)
 
 
 class ExecutionOptions(_OptionGroup):
@@ -172,7 +181,9 @@ class Options(_OptionGroup):
                                                "default), WARN logs and saves, IGNORE saves."),
         "experimental_slack": (bool, "Accepted for compatibility."),
         "experimental_symbolic_checkpoint": (bool, "Accepted for compatibility."),
-        "experimental_warm_start": (bool, "Start background stages at iterator creation."),
+        "experimental_warm_start": (bool, "Start background stages (prefetch, parallel map and interleave, "
+                                          "process map) when the iterator is created, not at the first next: "
+                                          "their first inputs are read then, on the creating thread."),
         "experimental_statistics": (bool, "Record per-node statistics (default False: zero cost)."),
         "experimental_ignore_errors_record": (bool, "Keep a record of what ignore_errors skipped."),
     }

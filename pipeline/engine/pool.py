@@ -19,6 +19,23 @@ from concurrent.futures import Future
 from ..iterators.base import finalizing
 
 
+def thread_cap(ctx) -> int | None:
+    """``Options.threading.private_threadpool_size``: the most threads one parallel stage of this pipeline may
+    run its work on (map and interleave workers, parallel batch), or None when unset (0 means unset, as in
+    tf.data). A stage asked for more parallelism keeps that many tasks in flight, but runs at most this many
+    at once; AUTOTUNE never tunes past it. tf.data's cap is one pool shared by the whole pipeline; here each
+    stage has its own (docs/deliberate-differences.md)."""
+    cap = ctx.options.threading.private_threadpool_size
+    return cap or None  # (Options refuses a negative value when it is set)
+
+
+def stage_threads(ctx, wanted: int, unbounded: bool = False) -> int:
+    """Threads a parallel stage that wants ``wanted`` may start: at most ``thread_cap`` unless the stage asked
+    for threads of its own (``map(use_unbounded_threadpool=True)``)."""
+    cap = None if unbounded else thread_cap(ctx)
+    return max(1, wanted if cap is None else min(wanted, cap))
+
+
 class TunedPool:
     def __init__(self, threads: int, limit: int, name: str):
         self._size = max(1, threads)

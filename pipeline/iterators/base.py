@@ -10,7 +10,8 @@
 - ``get_state()`` returns a small dict (positions, counters, RNG states; buffered elements only where they
   must be), ``set_state(state)`` restores it into a fresh iterator of the same node. Child states nest
   under their own keys. Background work (threads, processes) starts at the first ``next``, so creating an
-  iterator and restoring a state is cheap.
+  iterator and restoring a state is cheap -- unless ``Options.experimental_warm_start`` asks for it at
+  creation: then the root iterator calls ``start_ahead()`` on every stage, inputs first.
 - ``close()`` releases threads, processes and files; it is idempotent and closes the children.
 
 Index streams: an iterator whose elements are the elements of a random-access node at some indices sets
@@ -90,6 +91,10 @@ class Iterator:
         raise FailedPreconditionError(f"{self.node.kind} iterators cannot restore state", self.node.kind)
 
     # ------------------------------------------------------------------ lifetime
+    def start_ahead(self) -> None:
+        """Start this stage's background work now rather than at the first ``next``
+        (``Options.experimental_warm_start``). Stages with no background work have nothing to start."""
+
     def children(self) -> list["Iterator"]:
         return []
 

@@ -41,6 +41,7 @@ import time
 
 from ..options import effective_deterministic
 from ..engine import autotune
+from ..engine.pool import stage_threads
 from .base import finalizing
 from .interleave import Slot, SlotCycle
 
@@ -62,9 +63,10 @@ class ParallelInterleaveIterator(SlotCycle):
         else:  # AUTOTUNE: up to one reader per open slot (readers mostly wait on I/O, as tf.data
             # assumes), within Options.autotune.cpu_budget when the user sets one
             budget = ctx.options.autotune.cpu_budget
-            self.workers = max(1, min(budget, self._cycle) if budget else self._cycle)
+            self.workers = stage_threads(ctx, max(1, min(budget, self._cycle) if budget else self._cycle))
             if autotune.enabled(ctx.options):
                 self._tuner = autotune.tuner_for(node, ctx, AUTOTUNE_START, self.workers, clock=self.clock)
+        self._max_threads = stage_threads(ctx, self.workers)  # Options.threading.private_threadpool_size
         self._futures: collections.deque = collections.deque()
         self._lock = threading.Lock()
         self._task_ready = threading.Condition(self._lock)  # workers wait here
@@ -92,7 +94,7 @@ class ParallelInterleaveIterator(SlotCycle):
     def _spawn(self):
         """Start reader threads up to ``parallelism`` (consumer thread). Threads are never stopped before
         ``close``: a lowered value parks them between tasks."""
-        while len(self._threads) < self.parallelism and not self._closed:
+        while len(self._threads) < min(self.parallelism, self._max_threads) and not self._closed:
             t = threading.Thread(target=self._work, name=f"jaxfeed-interleave-{len(self._threads)}", daemon=True)
             t.start()
             self._threads.append(t)
@@ -229,6 +231,12 @@ class ParallelInterleaveIterator(SlotCycle):
 
     def _consumed(self, slot):
         self._schedule(slot)
+
+    def start_ahead(self):
+        """Start the readers and open the first slots now (as the first call would)."""
+        if not self._closed and not self._threads:
+            self._start()
+            self._top_up()
 
     def _next_many(self, n):
         if self._closed:

@@ -26,7 +26,7 @@ from ..engine import autotune
 from .base import finalizing
 from ..engine.blocks import Delivery, DeliveringIterator, Failure, apply_block, drop_args
 from .map import node_seeds, rng_factory
-from ..engine.pool import TunedPool
+from ..engine.pool import TunedPool, stage_threads
 
 TARGET_TASK_SECONDS = 0.0005
 MAX_BLOCK = 256
@@ -78,14 +78,15 @@ class ParallelMapIterator(DeliveringIterator):
     @staticmethod
     def _initial_workers(node, ctx) -> int:
         npc = node.num_parallel_calls
-        if npc is None or npc < 0:  # AUTOTUNE: one worker per CPU in the budget
-            return max(1, ctx.cpu_count)
+        if npc is None or npc < 0:  # AUTOTUNE: one worker per CPU in the budget (and the thread cap)
+            return stage_threads(ctx, ctx.cpu_count)
         return npc
 
     # ------------------------------------------------------------------ producing
     def _fill(self):
         if self._pool is None:
-            self._pool = TunedPool(self.workers, self.parallelism, "jaxfeed-map")
+            # Options.threading.private_threadpool_size caps the threads, not the blocks in flight
+            self._pool = TunedPool(stage_threads(self.ctx, self.workers), self.parallelism, "jaxfeed-map")
         limit = 2 * (self._tuner.value if self._tuner is not None else self.workers)
         while not self._input_done and len(self._inflight) < limit:
             try:
@@ -103,6 +104,11 @@ class ParallelMapIterator(DeliveringIterator):
             fut.add_done_callback(drop_args)
             self._position += len(block)
             self._inflight.append(fut)
+
+    def start_ahead(self):
+        """Submit the first blocks now (their input is read on the thread that creates the iterator)."""
+        if self._pool is None:
+            self._fill()
 
     def _next_done(self):
         if self.deterministic:

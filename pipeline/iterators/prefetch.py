@@ -53,6 +53,10 @@ class PrefetchIterator(Iterator):
         self._thread = threading.Thread(target=self._produce, name="jaxfeed-prefetch", daemon=True)
         self._thread.start()
 
+    def start_ahead(self):
+        if self._thread is None:  # (not once the input has ended: then it is _NO_THREAD)
+            self._start()
+
     def _produce(self):
         while True:
             with self._cond:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import logging
 import multiprocessing
 import pickle
 import queue
@@ -34,10 +35,13 @@ from .. import structure
 from ..errors import WorkerDiedError
 from ..options import effective_deterministic
 from ..engine import autotune
+from ..engine.pool import thread_cap
 from ..engine.blocks import Delivery, DeliveringIterator, Failure, StackedDelivery
 from .map import node_seeds
 from ..engine.shared_memory import SlabPool, unpack_leaves
 from ..engine.worker import STACKED
+
+log = logging.getLogger("jaxfeed")
 
 TARGET_TASK_SECONDS = 0.008  # per task: the consumer's cost per task (pickle the block, receive, restore) is
 # CPU the workers lack on a small machine; 8 ms tasks made P5 ~10% faster than 4 ms on 2 cores (16 ms: no better)
@@ -194,6 +198,10 @@ class ProcessMapIterator(DeliveringIterator):
         self.deterministic = effective_deterministic(ctx.options, node.deterministic)
         npc = node.num_parallel_calls
         self.workers = npc if npc and npc > 0 else (ctx.options.execution.num_workers or ctx.cpu_count)
+        if thread_cap(ctx) is not None:  # not silently: the cap is about threads, these are processes
+            log.warning("%s: Options.threading.private_threadpool_size limits threads; this map runs in %d "
+                        "worker processes (set num_parallel_calls or Options.execution.num_workers to limit "
+                        "them)", self._label, self.workers)
         self._tuner = None  # AUTOTUNE: how many workers get tasks (see the module doc)
         if npc < 0 and not ctx.options.execution.num_workers and autotune.enabled(ctx.options):
             self._tuner = autotune.tuner_for(node, ctx, self.workers, self.workers, clock=self.clock)
@@ -219,6 +227,11 @@ class ProcessMapIterator(DeliveringIterator):
         self._pool = _Pool(self.node.map_func, self._label, self.workers)
         self._finalizer = weakref.finalize(self, _Pool.close, self._pool)
         self.ctx.on_close(self._finalizer)
+
+    def start_ahead(self):
+        """Start the worker processes and submit the first tasks now."""
+        if self._pool is None:
+            self._fill()
 
     def _fill(self):
         if self._pool is None:
