@@ -262,7 +262,7 @@ def _p7(args, d, results):
            str(args.repeats), "--max-seconds", str(args.max_seconds)]
     runs = results["pipelines"]["P7"]["runs"]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, cwd=tempfile.gettempdir())
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, cwd=tempfile.gettempdir())
     except subprocess.TimeoutExpired:
         runs["jaxfeed"] = {"kind": "jaxfeed", "status": "error", "reason": "timed out"}
         return
@@ -274,6 +274,8 @@ def _p7(args, d, results):
     out = json.loads(line[len(MARKER):])
     runs.update(out["runs"])
     results["pipelines"]["P7"]["devices"] = out.get("devices")
+    if "stall" in out:
+        results["pipelines"]["P7"]["stall"] = out["stall"]
 
 
 def _progress(tasks, enabled):

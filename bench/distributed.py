@@ -3,7 +3,8 @@
 Runs in its own process (``python -m jaxfeed.bench.distributed <datadir>``), because the device count
 must be in ``XLA_FLAGS`` before JAX starts; the runner sets it. The baseline is P2's hand loop plus one
 ``jax.device_put`` of each batch, split over the same devices; the two take turns repetition by repetition
-(``runner.Runner.group``). Prints one JSON line after a marker.
+(``runner.Runner.group``). Then the training-loop stall check (``bench/stall.py``) for each of
+``--stall-batch-sizes``. Prints one JSON line after a marker.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def _strategy():
     return MirroredStrategy()
 
 
-def run(datadir, repeats, warmup, max_seconds) -> dict:
+def run(datadir, repeats, warmup, max_seconds, stall_batch_sizes=(256, 4096)) -> dict:
     import jax
     import numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -80,6 +81,13 @@ def run(datadir, repeats, warmup, max_seconds) -> dict:
     measured = runner.Runner(repeats=repeats, warmup=warmup, max_seconds=max_seconds).group(contenders)
     for label, r in measured.items():  # taking turns, repetition by repetition, as every group does
         out["runs"][label] = dict(r, kind=kinds[label])
+    if strategy is not None and stall_batch_sizes:
+        from . import stall
+
+        try:
+            out["stall"] = stall.run(strategy, d, stall_batch_sizes, seconds=max_seconds or 2.0)
+        except Exception as e:  # noqa: BLE001 - reported; the feed's figures stand
+            out["stall"] = {"status": "error", "reason": runner.describe_error(e)}
     return out
 
 
@@ -89,10 +97,13 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--max-seconds", type=float, default=None)
+    p.add_argument("--stall-batch-sizes", default="256,4096",
+                   help="global batch sizes of the training-loop stall check (bench/stall.py); '' to skip it")
     args = p.parse_args(argv)
     if XLA_FLAG not in os.environ.get("XLA_FLAGS", ""):
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + XLA_FLAG).strip()
-    out = run(args.datadir, args.repeats, args.warmup, args.max_seconds)
+    sizes = tuple(int(b) for b in args.stall_batch_sizes.split(",") if b.strip())
+    out = run(args.datadir, args.repeats, args.warmup, args.max_seconds, sizes)
     sys.stdout.write(MARKER + json.dumps(out, default=float) + "\n")
     return 0
 

@@ -64,7 +64,9 @@ TARGETS = [
     ("P6", "as ported / torch DataLoader (0 workers)", "as_ported", "torch0", ">=", 1.0),
     ("P6", "as ported / hand loop (columnar)", "as_ported", "hand", ">=", 0.9),
     ("P6", "as ported / bare loop over the same generator", "as_ported", "hand_gen", ">=", 0.5),
+    ("P7", "jaxfeed / hand loop (sharded device_put)", "jaxfeed", "hand", ">=", 0.9),
 ]
+STALL_MAX = 2.0  # P7's training loop: input stall, % of the loop's time
 AUTOTUNE_MIN = 0.9  # AUTOTUNE within 10% of the best hand-picked setting
 MEMORY_MAX = 2.0  # peak RSS increase under 2x the bytes in flight
 MEMORY_FLOOR = 1 << 20  # increases below this are allocator noise (Python objects, thread stacks)
@@ -206,6 +208,7 @@ def compute_targets(results) -> list:
                 entry["detail"] += f"; shown, not judged (would {_verdict(entry['value'], op, threshold)})"
         out.append(entry)
     for key, p in pipes.items():
+        out.extend(stall_targets(key, p.get("stall")))
         sweep = {k: v for k, v in p.get("runs", {}).items() if v.get("kind") == "sweep" and _ok(v)}
         # AUTOTUNE as timed in the sweep's own group (next to the settings it is compared with), else the main
         # group's jaxfeed run (results written before the check had a group of its own)
@@ -238,6 +241,25 @@ def compute_targets(results) -> list:
             else:
                 entry.update(value=None, status="n/a", detail=mem.get("reason", "not measured"))
             out.append(entry)
+    return out
+
+
+def stall_targets(key, stall) -> list:
+    """P7's training-loop check (bench/stall.py): the input stall per batch size, % of the loop's time."""
+    if not stall:
+        return []
+    base = {"pipeline": key, "op": "<=", "threshold": STALL_MAX}
+    if stall.get("status") == "error":
+        return [dict(base, target="training loop: input stall % of step time", value=None, status="n/a",
+                     detail=stall.get("reason"))]
+    out = []
+    for bs, f in stall.items():
+        out.append(dict(base, target=f"training loop: input stall % of step time, batch {bs}",
+                        value=f["stall_pct"], status=_verdict(f["stall_pct"], "<=", STALL_MAX),
+                        detail=f"{f['steps']} steps: loop {f['loop_ms_per_step']:.2f} ms/step, wait median "
+                               f"{f['wait_ms_median']:.2f} ms, p99 {f['wait_ms_p99']:.2f} ms; alone: feed "
+                               f"{f['feed_ms_per_step']:.2f} ms/step, MLP step {f['step_ms_alone']:.2f} ms "
+                               f"(hidden {f['hidden']}, {f['step_over_feed']:.1f}x the feed)"))
     return out
 
 
