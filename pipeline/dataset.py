@@ -37,6 +37,12 @@ class Dataset:
         # state like the epoch count, not part of the pipeline's definition.
         self._learned: dict = {}
 
+    @property
+    def node(self) -> Node:
+        """The root of this dataset's graph (read-only): what passes, auto-shard, checkpoints and the
+        determinism tools work on."""
+        return self._node
+
     # ================================================================ sources
     @staticmethod
     def range(*args, output_type=np.int64, name=None) -> "Dataset":

@@ -505,3 +505,11 @@ def test_batch_stacks_like_arrays_exactly_whatever_their_layout(dtype, shape, n,
         got = next(iter(ds.batch(n)))
         assert got.dtype.newbyteorder("=") == want.dtype and got.shape == want.shape and np.array_equal(got, want)
         assert got.flags.writeable and not any(np.shares_memory(got, v) for v in values)
+
+
+def test_dataset_node_is_the_graph_root_and_read_only():
+    ds = Dataset.range(3).map(lambda x: x + 1)
+    assert ds.node is ds._node
+    assert ds.node.kind == "Map" and ds.node.inputs[0].kind == "Range"
+    with pytest.raises(AttributeError):
+        ds.node = Dataset.range(1).node
