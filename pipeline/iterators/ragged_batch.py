@@ -22,7 +22,7 @@ class _Batcher(BlockIterator):
         out = []
         for _ in range(max(n, 1)):
             elements = take_exactly(self.input, self.node.batch_size)
-            if not elements or (getattr(self.node, "drop_remainder", False) and len(elements) < self.node.batch_size):
+            if not elements or (self.node.drop_remainder and len(elements) < self.node.batch_size):
                 break
             out.append(self._build(elements))
             if len(elements) < self.node.batch_size:

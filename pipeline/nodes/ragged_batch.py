@@ -61,6 +61,7 @@ class RaggedBatch(Node):
 
 class SparseBatch(Node):
     kind = "SparseBatch"
+    drop_remainder = False  # tf.data's dense_to_sparse_batch keeps a short last batch (it has no such argument)
 
     def __init__(self, input_node, batch_size, row_shape):
         super().__init__((input_node,))
