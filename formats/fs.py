@@ -16,7 +16,7 @@ import zlib
 
 import numpy as np
 
-from jaxfeed.pipeline import errors
+from jaxfeed.pipeline import errors, filesystem
 
 COMPRESSIONS = {"": None, "GZIP": 16 + zlib.MAX_WBITS, "ZLIB": zlib.MAX_WBITS}
 _INFLATE_CHUNK = 1 << 20
@@ -222,26 +222,15 @@ def open_output(url: str, compression: str = "", level: int = zlib.Z_DEFAULT_COM
 
 def glob(patterns) -> list[str]:
     """Every file matching any of ``patterns`` (a URL glob or a list of them), sorted; duplicates kept
-    (docs/tf-behaviour.md#list-files). Results keep the pattern's protocol so they can be opened again."""
-    import fsspec
-
+    (docs/tf-behaviour.md#list-files). Results keep the pattern's protocol so they can be opened again, and
+    a relative local pattern gives relative paths (``pipeline/filesystem.py``'s rule, as ``list_files``)."""
     if isinstance(patterns, (str, bytes)):
         patterns = [patterns]
     found = []
     for pattern in patterns:
         pattern = as_path(pattern)
-        fs, path = fsspec.core.url_to_fs(pattern)
-        if any(c in path for c in "*?["):
-            matches = fs.glob(path)
-        else:
-            matches = [path] if fs.exists(path) else []
-        matches = [m for m in matches if not fs.isdir(m)]
+        matches = filesystem.glob(pattern, files_only=True, keep_relative=True)
         if not matches:
             raise errors.InvalidArgumentError(f"No files matched pattern: {pattern}", "list_files")
-        local = _local(pattern)
-        for m in matches:
-            if local is not None and "://" not in pattern:
-                found.append(m if os.path.isabs(local) else os.path.relpath(m))
-            else:
-                found.append(fs.unstrip_protocol(m))
+        found.extend(matches)
     return sorted(found)

@@ -24,6 +24,7 @@ import numpy as np
 
 from . import structure
 from .errors import DataLossError, InvalidArgumentError, NotFoundError
+from .filesystem import url_to_fs
 
 SPEC_FILE = "dataset_spec.json"
 FORMAT = "jaxfeed.saved_dataset"
@@ -106,11 +107,9 @@ class ShardedWriter:
     def __init__(self, path: str, element_spec, shard_func, label: str, total: int | None = None):
         from tqdm import tqdm
 
-        from .iterators.cache_file import open_fs
-
         self._spec_json = spec_to_json(element_spec)
         self.path, self.label, self._shard_func = path, label, shard_func
-        self._fs, root = open_fs(path)
+        self._fs, root = url_to_fs(path)
         self._fs.makedirs(root, exist_ok=True)
         self._spec_path = f"{root.rstrip('/')}/{SPEC_FILE}"
         if self._fs.exists(self._spec_path):
@@ -183,9 +182,7 @@ def _shard_of(shard_func, element, index: int) -> int:
 
 # ---------------------------------------------------------------------------------------------- load
 def read_meta(path: str) -> dict:
-    from .iterators.cache_file import open_fs
-
-    fs, root = open_fs(path)
+    fs, root = url_to_fs(path)
     spec_path = f"{root.rstrip('/')}/{SPEC_FILE}"
     try:
         with fs.open(spec_path, "r") as f:

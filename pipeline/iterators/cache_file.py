@@ -23,11 +23,11 @@ import json
 import math
 import struct
 
-import fsspec
 import numpy as np
 
 from .. import structure
 from ..errors import AlreadyExistsError, DataLossError, NotFoundError
+from ..filesystem import url_to_fs
 
 # Version 2: leaves in ``structure.flatten`` order (tf.nest's, dict leaves by sorted key). Version 1 files
 # listed dict leaves in insertion order; they are refused, not misread.
@@ -202,15 +202,11 @@ def _pack(template, leaves):
 
 
 # ------------------------------------------------------------------------------------------ read/write
-def open_fs(prefix: str):
-    return fsspec.core.url_to_fs(prefix)
-
-
 class CacheWriter:
     """Takes the lockfile, appends records to the temporary data file, publishes on ``finish``."""
 
     def __init__(self, prefix: str, label: str):
-        self.fs, path = open_fs(prefix)
+        self.fs, path = url_to_fs(prefix)
         self.paths = paths(path)
         self.label = label
         parent = self.fs._parent(path)
@@ -268,7 +264,7 @@ class CacheWriter:
 
 
 def finished(prefix: str) -> bool:
-    fs, path = open_fs(prefix)
+    fs, path = url_to_fs(prefix)
     return fs.exists(paths(path)["index"])
 
 
@@ -276,7 +272,7 @@ class CacheReader:
     """Reads a finished cache from element ``pos`` on, in blocks of whole records."""
 
     def __init__(self, prefix: str, label: str, pos: int = 0):
-        self.fs, path = open_fs(prefix)
+        self.fs, path = url_to_fs(prefix)
         self.paths = paths(path)
         self.label = label
         try:

@@ -6,6 +6,7 @@ import numpy as np
 
 from .. import structure
 from ..errors import InvalidArgumentError
+from ..filesystem import glob
 from .base import Node
 
 
@@ -29,19 +30,6 @@ def _patterns(file_pattern) -> list[str]:
             raise TypeError(f"list_files: patterns must be strings, got {p!r}.")
         out.append(p)
     return out
-
-
-def glob(pattern: str) -> list[str]:
-    """The matches of one pattern as full paths (local) or URLs keeping their protocol (other filesystems)."""
-    import fsspec
-    from fsspec.implementations.local import LocalFileSystem
-
-    fs, path = fsspec.core.url_to_fs(pattern)
-    matches = fs.glob(path)
-    if isinstance(fs, LocalFileSystem):
-        prefix = "file://" if pattern.startswith("file://") else ""
-        return [prefix + m for m in matches]
-    return [fs.unstrip_protocol(m) for m in matches]
 
 
 class ListFiles(Node):
