@@ -27,34 +27,23 @@ import logging
 
 from ..pipeline import graph, passes
 from ..pipeline.errors import UnimplementedError
-from . import config, inspection
+from ..pipeline.nodes.interleave import Interleave
+from ..pipeline.reproducibility import function_report, unseeded  # noqa: F401  (function_report: public here)
+from ..pipeline.reproducibility import function_reports as node_reports
+from . import config
 
 logger = logging.getLogger("jaxfeed.determinism")
 
 SEED_MESSAGE = config.SEED_MESSAGE
-ASYNC_KINDS = ("Prefetch",)  # stages that run their input on a background thread
-
-
-def function_report(node, role: str, fn) -> inspection.Report:
-    """The inspection report for one of a node's functions, with the node's own ``stateful`` flag applied."""
-    report = inspection.analyse(fn)
-    declared = getattr(node, "stateful", None)
-    if declared is not None:
-        report = inspection.Report(report.findings, bool(declared))
-    return report
-
-
-def node_reports(node) -> dict:
-    return {role: function_report(node, role, fn) for role, fn in node.functions().items() if callable(fn)}
 
 
 def check_seeds(node) -> None:
-    if getattr(node, "is_random", False) and getattr(node, "seeds", None) is None:
+    if unseeded(node):
         raise RuntimeError(SEED_MESSAGE.format(what=node.label()))
 
 
 def is_parallel(node) -> bool:
-    return getattr(node, "num_parallel_calls", None) is not None
+    return node.num_parallel_calls is not None
 
 
 def make_deterministic(root, options, log):
@@ -80,7 +69,7 @@ def make_deterministic(root, options, log):
         own = "; ".join(f"{role}: {r.reason()}" for role, r in reports.items() if r.stateful)
         below = next((stateful_below[id(i)] for i in node.inputs if id(i) in stateful_below), None)
         changes = {}
-        if getattr(node, "deterministic", None) is False:
+        if node.deterministic is False:
             changes["deterministic"] = True
             _note(log, node, "deterministic=False forced to True (determinism is enabled)")
         new = node
@@ -91,12 +80,13 @@ def make_deterministic(root, options, log):
             changes["num_parallel_calls"] = None
             _note(log, node, f"runs serially: a stateful function below it ({below}) must run on the consumer's "
                              "thread, not ahead of it")
-        if changes.get("num_parallel_calls", 0) is None and getattr(node, "cycle_length", 0) in (None, -1):
+        if (changes.get("num_parallel_calls", 0) is None and isinstance(node, Interleave)
+                and node.cycle_length in (None, -1)):
             # interleave's default cycle follows num_parallel_calls: keep the cycle, so the order is kept
             changes["cycle_length"] = node.cycle
         if changes:
             new = node.replace(**changes)
-        if below and node.kind in ASYNC_KINDS and getattr(node, "buffer_size", 0) != 0:
+        if below and node.runs_ahead():
             _note(log, node, f"prefetch removed: a stateful function below it ({below}) must not run on a "
                              "background thread")
             new = node.inputs[0] if node.inputs else node
@@ -119,8 +109,8 @@ def explain_decisions(dataset) -> list[dict]:
     out = []
     for node in graph.walk(dataset._node):
         reports = node_reports(node)
-        out.append({"node": node.label(), "kind": node.kind, "random": bool(getattr(node, "is_random", False)),
-                    "seeded": getattr(node, "seeds", None) is not None,
+        out.append({"node": node.label(), "kind": node.kind, "random": bool(node.is_random),
+                    "seeded": node.seeds is not None,
                     "parallel": is_parallel(node),
                     "stateful": {role: r.reason() for role, r in reports.items() if r.stateful},
                     "unimplemented": {role: [str(f) for f in r.unimplemented] for role, r in reports.items()

@@ -9,11 +9,12 @@ context manager, or by garbage collection) stops every thread and process of the
 from __future__ import annotations
 
 from . import graph
+from .checkpoint import compatibility
+from .checkpoint.compatibility import STATE_VERSION
 from .errors import FailedPreconditionError, InvalidArgumentError, OpError, OutOfRangeError
 from .engine.context import IteratorContext
+from .iterators.base import Iterator
 from .passes import run_passes
-
-STATE_VERSION = 1
 
 
 class Optional:
@@ -33,15 +34,6 @@ class Optional:
         return self._value
 
 
-def _as_state(state):
-    """A state dict, decoding the bytes of ``checkpoint.serialize`` (an iterator can start from a file)."""
-    if isinstance(state, (bytes, bytearray, memoryview)):
-        from .checkpoint import deserialize
-
-        return deserialize(state)
-    return state
-
-
 def _restore_tree(it, root_state) -> None:
     """``it.set_state(root_state)``; a state that does not fit an iterator (a missing key, a wrong type:
     a state from another jaxfeed version, or edited by hand) is an InvalidArgumentError naming the node."""
@@ -51,9 +43,24 @@ def _restore_tree(it, root_state) -> None:
         notes = getattr(e, "__notes__", None) or []
         if isinstance(e, OpError) or any("in user function" in n for n in notes):
             raise  # a jaxfeed error, or the user's function failing again on restore (flat_map, interleave)
-        from .checkpoint import unfit_state_error
+        raise _unfit_state_error(e) from e
 
-        raise unfit_state_error(e) from e
+
+def _unfit_state_error(exc: BaseException) -> InvalidArgumentError:
+    """An InvalidArgumentError for a state that does not fit an iterator: names the innermost iterator
+    whose ``set_state`` failed (found in the traceback) and what was wrong."""
+    label, tb = None, exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        owner = frame.f_locals.get("self")
+        if frame.f_code.co_name == "set_state" and isinstance(owner, Iterator):
+            label = owner.node.label()
+        tb = tb.tb_next
+    what = f"missing entry {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
+    where = f"the saved state of {label}" if label else "the saved state"
+    return InvalidArgumentError(f"Iterator state does not fit this pipeline's iterators: {where} is not what "
+                                f"this jaxfeed's iterator expects ({what}). Was it written by another jaxfeed "
+                                "version, or edited?", label or "set_state")
 
 
 def _start_ahead(it) -> None:
@@ -87,8 +94,7 @@ class DatasetIterator:
         self._closed = False
         self._it = None
         if state is not None:
-            state = _as_state(state)
-            self._check_state(state)
+            state = compatibility.accept(state, dataset._node, self._fingerprint)
             iteration = int(state.get("iteration", 0))  # random stages must use the saved epoch key
         self._ctx = IteratorContext(effective, iteration=(iteration,), stats=stats)
         # AUTOTUNE knobs start where this Dataset's previous iterator left them, matched by their node's
@@ -137,18 +143,15 @@ class DatasetIterator:
     def get_state(self) -> dict:
         """The iterator's position: a small nested dict (see ``jaxfeed.pipeline.checkpoint`` to save it)."""
         self._check_open()
-        from . import checkpoint
-
-        checkpoint.check_external_state(self._dataset._node, self._ctx.options)
+        compatibility.check_external_state(self._dataset._node, self._ctx.options)
         if getattr(self, "_signature", None) is None:
-            self._signature = checkpoint.graph_signature(self._dataset._node)
+            self._signature = compatibility.graph_signature(self._dataset._node)
         return {"version": STATE_VERSION, "fingerprint": self._fingerprint,
                 "iteration": self._ctx.iteration[0], "nodes": self._signature, "root": self._it.get_state()}
 
     def set_state(self, state: dict) -> None:
         self._check_open()
-        state = _as_state(state)
-        self._check_state(state)
+        state = compatibility.accept(state, self._dataset._node, self._fingerprint)
         iteration = (int(state.get("iteration", 0)),)
         if iteration != self._ctx.iteration:
             # The tree was built with another iteration key; rebuild so random stages use the saved one.
@@ -158,25 +161,6 @@ class DatasetIterator:
         _restore_tree(self._it, state["root"])
         if self._ctx.options.experimental_warm_start:
             _start_ahead(self._it)
-
-    def _check_state(self, state) -> None:
-        if not isinstance(state, dict) or "root" not in state:
-            raise InvalidArgumentError("Iterator state is not a jaxfeed iterator state (no 'root' entry).",
-                                       "set_state")
-        if state.get("version") != STATE_VERSION:
-            raise InvalidArgumentError(f"Iterator state has version {state.get('version')!r}; this jaxfeed "
-                                       f"reads version {STATE_VERSION}.", "set_state")
-        if state.get("fingerprint") != self._fingerprint:
-            from .checkpoint import describe_difference
-
-            where = describe_difference(state.get("nodes"), self._dataset._node)
-            raise FailedPreconditionError(
-                "Iterator state was saved from a different pipeline (graph fingerprint "
-                f"{state.get('fingerprint')} vs {self._fingerprint}; {where}); refusing to restore.", where)
-        iteration = state.get("iteration", 0)
-        if type(iteration) is not int or iteration < 0:  # a state file is outside input: check before int()
-            raise InvalidArgumentError(f"Iterator state has iteration {iteration!r:.60}; expected an integer >= 0.",
-                                       "set_state")
 
     # ------------------------------------------------------------------ reports
     @property

@@ -1,12 +1,4 @@
-"""Saving and restoring iterator state: a versioned, self-describing file format and helpers around it.
-
-    from jaxfeed.pipeline import checkpoint
-    checkpoint.save(it, "gs://bucket/run/step_1000.jxstate")   # any fsspec URL; atomic where possible
-    it = checkpoint.restore(make_dataset(), "gs://bucket/run/step_1000.jxstate")
-
-    mgr = checkpoint.CheckpointManager("/ckpt", max_to_keep=3)  # next to the model's step directories
-    mgr.save(step, it)
-    it = mgr.restore(mgr.latest_step(), make_dataset())
+"""The state file format: a versioned, self-describing, pickle-free encoding of an iterator state.
 
 File layout (all integers little-endian)::
 
@@ -17,33 +9,29 @@ tree holds Python values (None, bool, int, float, str, lists, str-keyed dicts) a
 a tagged object ``{"$t": tag, ...}``: tuples, namedtuples (stored as a tuple plus their module, name and
 fields), other dicts, numpy arrays and scalars (dtype, shape, a blob), bytes (a blob), lists of elements
 with one structure (stacked per leaf: a shuffle buffer of 10,000 elements is a few arrays, not 10,000
-objects) and ``blocks.Failure`` entries (the error's type name and text). The digest is the CRC32C
-(4 bytes) of everything before it. Nothing is pickled: reading a state never runs code.
+objects), in-memory datasets held as elements (windows, groups: by their data) and ``blocks.Failure``
+entries (the error's type name and text). The digest is the CRC32C (4 bytes) of everything before it.
+Nothing is pickled: reading a state never runs code.
 
 Errors: a file that is not a state, or of an unknown format version -> ``InvalidArgumentError``; a
 truncated, corrupted or malformed one (every header field is validated, see ``state_reader``) ->
-``DataLossError``; a state from another pipeline -> the iterator's
-``FailedPreconditionError`` naming the first differing node. A missing file -> ``NotFoundError``.
+``DataLossError``.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import operator
-import os
 import struct
-import sys
-import uuid
 
 import numpy as np
 
-from . import structure
-from .errors import DataLossError, FailedPreconditionError, InvalidArgumentError, NotFoundError
-from .engine.blocks import Failure
-from .state_reader import MAX_DEPTH, Reader, blob_index
-
-log = logging.getLogger("jaxfeed")
+from .. import structure
+from ..engine.blocks import Failure
+from ..errors import DataLossError, InvalidArgumentError
+from ..nodes.elements import Elements
+from ..nodes.tensor_slices import Tensors, TensorSlices
+from ..state_reader import MAX_DEPTH, Reader, blob_index
 
 MAGIC = b"JXFSTATE"
 FORMAT_VERSION = 1
@@ -142,9 +130,11 @@ class _Writer:
     def _dataset(self, ds, path, depth) -> dict:
         """A dataset held as an element (a window, a group): only in-memory ones, stored by their data."""
         node = ds._node
-        if node.kind in ("TensorSlices", "Tensors") and not node.inputs:
-            return {_TAG: "dataset", "kind": node.kind, "data": self.encode(node.data, (path, ".data"), depth)}
-        if node.kind == "Elements" and not node.inputs:
+        # the "kind" tags are the file format's names (``state_reader.rebuild_dataset``), not node kinds
+        if isinstance(node, (TensorSlices, Tensors)) and not node.inputs:
+            tag = "TensorSlices" if isinstance(node, TensorSlices) else "Tensors"
+            return {_TAG: "dataset", "kind": tag, "data": self.encode(node.data, (path, ".data"), depth)}
+        if isinstance(node, Elements) and not node.inputs:
             return {_TAG: "dataset", "kind": "Elements",
                     "data": self.encode(list(node.elements), (path, ".data"), depth)}
         raise InvalidArgumentError(f"Cannot serialise iterator state: {_path(path)} holds a Dataset built by "
@@ -288,271 +278,3 @@ def deserialize(data) -> dict:
         return reader.decode(header["tree"])
     except RecursionError:  # the depth bound keeps clear of this; a caller deep in its own stack may not
         raise DataLossError("Iterator state is nested too deeply to read here.", op) from None
-
-
-def state_size(state) -> int:
-    """Bytes that ``serialize(state)`` takes."""
-    return len(serialize(state))
-
-
-# =============================================================================================== files
-def _fs(path: str):
-    import fsspec
-
-    return fsspec.core.url_to_fs(str(path))
-
-
-def write_bytes(path: str, data: bytes) -> None:
-    """Write ``data`` to an fsspec path atomically: a temporary file renamed into place on local disks
-    (readers never see a partial file); one whole-object PUT elsewhere (object stores have no rename,
-    but a PUT is atomic per object)."""
-    fs, p = _fs(path)
-    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-    parent = p.rsplit("/", 1)[0] if "/" in p else ""
-    if parent:
-        fs.makedirs(parent, exist_ok=True)
-    if protocol in ("file", "local"):
-        tmp = f"{p}.tmp-{uuid.uuid4().hex[:12]}"
-        try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, p)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-        return
-    fs.pipe_file(p, data)
-
-
-def read_bytes(path: str) -> bytes:
-    fs, p = _fs(path)
-    try:
-        return fs.cat_file(p)
-    except FileNotFoundError:
-        raise NotFoundError(f"No iterator state at {path!r}.", "checkpoint.restore") from None
-
-
-def save(iterator, path: str) -> int:
-    """Write ``iterator``'s state to ``path`` (any fsspec URL); returns the number of bytes written."""
-    data = serialize(iterator.get_state())
-    write_bytes(path, data)
-    return len(data)
-
-
-def load(path: str) -> dict:
-    """The state saved at ``path`` (see ``deserialize`` for the errors)."""
-    return deserialize(read_bytes(path))
-
-
-def restore(dataset, path: str, options=None):
-    """A new iterator over ``dataset`` continuing from the state saved at ``path``. ``dataset`` is a
-    pipeline ``Dataset``, or anything whose iterator has ``set_state`` (a distributed dataset)."""
-    state = load(path)
-    from .dataset import Dataset
-
-    if isinstance(dataset, Dataset):
-        return dataset.make_iterator(state=state, options=options)
-    it = iter(dataset)
-    it.set_state(state)
-    return it
-
-
-# =============================================================================================== manager
-class CheckpointManager:
-    """Iterator states next to a model checkpoint: ``{directory}/{step}/{name}`` (the step directories of
-    orbax and similar managers), one file per worker in multi-worker jobs (``worker=i``).
-
-    ``max_to_keep`` keeps the newest steps' iterator files and deletes older ones -- only this manager's
-    own files; a step directory is removed only when nothing else is left in it. With orbax, save the
-    iterator after orbax's own save of the step has finished (it writes the step directory atomically).
-    """
-
-    def __init__(self, directory: str, max_to_keep: int | None = None, name: str = "jaxfeed_iterator"):
-        if max_to_keep is not None and max_to_keep < 1:
-            raise InvalidArgumentError(f"CheckpointManager: max_to_keep must be at least 1, got {max_to_keep}.",
-                                       "CheckpointManager")
-        self.directory = str(directory).rstrip("/")
-        self.max_to_keep = max_to_keep
-        self.name = name
-
-    def path(self, step: int, worker: int | None = None) -> str:
-        suffix = "" if worker is None else f"-worker{int(worker):05d}"
-        return f"{self.directory}/{int(step)}/{self.name}{suffix}.state"
-
-    def save(self, step: int, iterator, worker: int | None = None) -> str:
-        path = self.path(step, worker)
-        save(iterator, path)
-        if self.max_to_keep is not None:
-            for old in self.all_steps()[:-self.max_to_keep]:
-                self._delete(old)
-        return path
-
-    def restore(self, step: int, dataset, worker: int | None = None, options=None):
-        return restore(dataset, self.path(step, worker), options=options)
-
-    def load(self, step: int, worker: int | None = None) -> dict:
-        """The saved state itself (for ``elastic.merge_states`` or a hand-made iterator)."""
-        return load(self.path(step, worker))
-
-    def all_steps(self) -> list[int]:
-        """Steps that hold an iterator state of this manager (any worker), ascending."""
-        fs, root = _fs(self.directory)
-        if not fs.exists(root):
-            return []
-        steps = []
-        for entry in fs.ls(root, detail=False):
-            base = entry.rstrip("/").rsplit("/", 1)[-1]
-            if base.isdigit() and any(f.rsplit("/", 1)[-1].startswith(self.name)
-                                      for f in fs.ls(entry, detail=False)):
-                steps.append(int(base))
-        return sorted(steps)
-
-    def latest_step(self) -> int | None:
-        steps = self.all_steps()
-        return steps[-1] if steps else None
-
-    def _delete(self, step: int) -> None:
-        fs, root = _fs(f"{self.directory}/{int(step)}")
-        for f in fs.ls(root, detail=False):
-            if f.rsplit("/", 1)[-1].startswith(self.name):
-                fs.rm(f)
-        if not fs.ls(root, detail=False):
-            try:
-                fs.rmdir(root)
-            except (OSError, NotImplementedError):
-                pass
-
-
-# =============================================================================================== graphs
-def graph_signature(root) -> list:
-    """``[[fingerprint, label], ...]`` of every node, sources first (``graph.walk`` order): saved with the
-    state so that restoring into another pipeline can name the first node that differs."""
-    from . import graph
-
-    memo, out = {}, []
-    for node in graph.walk(root):
-        fp = graph.node_fingerprint(node, [memo[id(i)] for i in node.inputs])
-        memo[id(node)] = fp
-        label = node.label()
-        out.append([fp, label if len(label) <= 160 else label[:157] + "..."])
-    return out
-
-
-def describe_difference(saved, root) -> str:
-    """Where a saved graph signature and the graph at ``root`` part (as ``graph.first_difference`` does for
-    two graphs): the first node, from the sources up, whose fingerprint differs."""
-    if not isinstance(saved, list):
-        return "the state does not list its nodes, so the first differing node is unknown"
-    current = graph_signature(root)
-    for i, (a, b) in enumerate(zip(saved, current)):
-        if not (isinstance(a, (list, tuple)) and len(a) == 2) or a[0] != b[0]:
-            label = a[1] if isinstance(a, (list, tuple)) and len(a) == 2 else repr(a)
-            same = (" (same arguments; its data, file names or matched files, resolved seeds or stateful "
-                    "markers differ)" if label == b[1] else "")
-            return f"first differing node: node {i} from the sources, saved {label} vs now {b[1]}{same}"
-    if len(saved) != len(current):
-        k = min(len(saved), len(current))
-        if len(saved) > k:
-            label = saved[k][1] if isinstance(saved[k], (list, tuple)) and len(saved[k]) == 2 else repr(saved[k])
-            extra = f"saved {label} is missing now"
-        else:
-            extra = f"now {current[k][1]} was not in the saved pipeline"
-        return (f"first differing node: node {k} from the sources ({extra}; the saved pipeline has {len(saved)} "
-                f"nodes, this one {len(current)})")
-    return "the nodes match but the graph fingerprint differs"
-
-
-def unfit_state_error(exc: BaseException) -> InvalidArgumentError:
-    """An InvalidArgumentError for a state that does not fit an iterator: names the innermost iterator
-    whose ``set_state`` failed (found in the traceback) and what was wrong."""
-    from .iterators.base import Iterator
-
-    label, tb = None, exc.__traceback__
-    while tb is not None:
-        frame = tb.tb_frame
-        owner = frame.f_locals.get("self")
-        if frame.f_code.co_name == "set_state" and isinstance(owner, Iterator):
-            label = owner.node.label()
-        tb = tb.tb_next
-    what = f"missing entry {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
-    where = f"the saved state of {label}" if label else "the saved state"
-    return InvalidArgumentError(f"Iterator state does not fit this pipeline's iterators: {where} is not what "
-                                f"this jaxfeed's iterator expects ({what}). Was it written by another jaxfeed "
-                                "version, or edited?", label or "set_state")
-
-
-# =============================================================================================== policy
-_STATEFUL_FLAG = "__jaxfeed_stateful__"  # set by ``@jaxfeed.determinism.stateful``
-
-
-def external_state_reason(node) -> str | None:
-    """Why ``node`` holds state that an iterator state cannot capture, or None. The node's own ``stateful=``
-    argument wins over markers on its functions (as in ``jaxfeed.determinism``)."""
-    if node.kind == "Generator":
-        if getattr(node, "replayable", False):
-            return None
-        return ("runs a Python generator, whose position cannot be saved (declare "
-                "from_generator(..., replayable=True) if calling it again yields the same sequence)")
-    if getattr(node, "external_state", False):
-        return "holds external state"
-    declared = getattr(node, "stateful", None)
-    if declared is not None:
-        return "calls a function declared stateful=True" if declared else None
-    for role, fn in node.functions().items():
-        if getattr(fn, _STATEFUL_FLAG, None) is True:
-            return f"calls a {role} marked @jaxfeed.determinism.stateful"
-    return None
-
-
-def external_state_nodes(root) -> list:
-    """Nodes whose functions hold state the iterator state cannot capture (see ``external_state_reason``):
-    ``from_generator`` unless declared ``replayable=True``, nodes declared ``stateful=True`` and nodes
-    calling a function marked ``@jaxfeed.determinism.stateful``. jaxfeed's inspection of function bodies
-    is not used here: its findings include reads of files, which replay exactly."""
-    from . import graph
-
-    return [n for n in graph.walk(root) if external_state_reason(n) is not None]
-
-
-def check_external_state(root, options) -> None:
-    """Apply ``Options.experimental_external_state_policy`` when a state is saved.
-
-    Unset or FAIL (tf.data's default) raises ``FailedPreconditionError`` naming the node: a restore would
-    re-run the stateful function or generator and could resume with other data. WARN logs a warning once
-    per pipeline and saves; IGNORE saves silently. A generator the user declares replayable
-    (``from_generator(..., replayable=True)``: calling it again yields the same sequence) is not external
-    state: a restore calls it again and skips what was consumed, which is exact.
-    """
-    from .options import ExternalStatePolicy
-
-    nodes = external_state_nodes(root)
-    if not nodes:
-        return
-    policy = options.experimental_external_state_policy if options is not None else None
-    if policy == ExternalStatePolicy.IGNORE:
-        return
-    names = ", ".join(n.label() for n in nodes)
-    if policy is None or policy == ExternalStatePolicy.FAIL:
-        first = nodes[0].label()
-        raise FailedPreconditionError(
-            f"{first} is stateful: it {external_state_reason(nodes[0])}; a restored iterator would re-run it "
-            f"and could resume with other data (stateful nodes: {names}). Refusing to save. Set "
-            "Options().experimental_external_state_policy to ExternalStatePolicy.WARN or IGNORE to save anyway.",
-            first)
-    if names in _warned:
-        return
-    if len(_warned) < 1024:
-        _warned.add(names)
-    log.warning("Saving iterator state of a pipeline with external state (%s): a restored iterator replays "
-                "or re-runs those functions, which is exact only if they are deterministic. (Logged once per "
-                "pipeline; experimental_external_state_policy is WARN.)", names)
-
-
-_warned: set = set()  # WARN logs once per set of stateful nodes, not at every save
-
-
-__all__ = ["serialize", "deserialize", "state_size", "save", "load", "restore", "write_bytes", "read_bytes",
-           "CheckpointManager", "check_external_state", "external_state_nodes", "external_state_reason",
-           "graph_signature", "describe_difference", "MAGIC", "FORMAT_VERSION"]

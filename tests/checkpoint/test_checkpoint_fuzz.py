@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jaxfeed.pipeline import Dataset, checkpoint, errors
+from jaxfeed.pipeline.checkpoint.format import _checksum
 from jaxfeed.pipeline.engine.blocks import Failure
 
 READ_ERRORS = (errors.InvalidArgumentError, errors.DataLossError)
@@ -80,7 +81,7 @@ def split(data: bytes):
 def frame(header: bytes, blobs: bytes) -> bytes:
     """A state file around ``header`` and ``blobs`` with correct lengths and CRC32C."""
     body = _PREFIX.pack(checkpoint.MAGIC, checkpoint.FORMAT_VERSION, len(header), len(blobs)) + header + blobs
-    return body + checkpoint._checksum(body)
+    return body + _checksum(body)
 
 
 def read_or_refuse(data: bytes):
@@ -233,7 +234,7 @@ def _framing_mutations(data):
         h = json.dumps(header).encode()
         body = _PREFIX.pack(checkpoint.MAGIC, checkpoint.FORMAT_VERSION, data.draw(st.integers(0, 2**64 - 1)),
                             data.draw(st.integers(0, 2**64 - 1))) + h + blobs
-        raw = bytearray(body + checkpoint._checksum(body))
+        raw = bytearray(body + _checksum(body))
     read_or_refuse(bytes(raw))
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from jaxfeed.pipeline import Dataset, ExternalStatePolicy, Options, checkpoint, errors
+from jaxfeed.pipeline.checkpoint import compatibility
 from jaxfeed.pipeline.engine.blocks import Failure
 from jaxfeed.pipeline.testing import assert_elements_equal, to_python
 
@@ -260,7 +261,7 @@ def stateful_ds(policy=None):
 
 @pytest.fixture(autouse=True)
 def _fresh_warnings():
-    checkpoint._warned.clear()
+    compatibility._warned.clear()
     yield
 
 
