@@ -47,7 +47,7 @@ class Batch(Node):
 
     @property
     def lazy_spec(self):
-        return getattr(self.inputs[0], "lazy_spec", False)
+        return self.inputs[0].lazy_spec
 
     def params(self):
         p = {"batch_size": self.batch_size, "drop_remainder": self.drop_remainder}

@@ -51,7 +51,7 @@ class PaddedBatch(Node):
 
     @property
     def lazy_spec(self):
-        return getattr(self.inputs[0], "lazy_spec", False)
+        return self.inputs[0].lazy_spec
 
     def params(self):
         return {"batch_size": self.batch_size, "padded_shapes": self.padded_shapes,

@@ -41,7 +41,7 @@ class Rebatch(Node):
 
     @property
     def lazy_spec(self):
-        return getattr(self.inputs[0], "lazy_spec", False)
+        return self.inputs[0].lazy_spec
 
     def params(self):
         return {"batch_size": list(self.sizes), "drop_remainder": self.drop_remainder}

@@ -35,7 +35,7 @@ class Unbatch(Node):
 
     @property
     def lazy_spec(self):
-        return getattr(self.inputs[0], "lazy_spec", False)
+        return self.inputs[0].lazy_spec
 
     def compute_spec(self):
         spec = self.inputs[0].element_spec

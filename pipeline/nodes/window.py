@@ -27,7 +27,7 @@ class Window(Node):
 
     @property
     def lazy_spec(self):
-        return getattr(self.inputs[0], "lazy_spec", False)
+        return self.inputs[0].lazy_spec
 
     def params(self):
         return {"size": self.size, "shift": self.shift, "stride": self.stride,

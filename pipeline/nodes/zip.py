@@ -43,7 +43,7 @@ class Zip(Node):
 
     @property
     def lazy_spec(self):
-        return any(getattr(i, "lazy_spec", False) for i in self.inputs)
+        return any(i.lazy_spec for i in self.inputs)
 
     def sample(self):
         from .common import sample_element
