@@ -33,195 +33,49 @@ Which pipelines are supported (``check_supported`` refuses the others, naming th
 
 Cost: like DATA sharding, every worker iterates G and keeps its share; a restored worker first skips the
 consumed prefix (cheap over index streams, a replay otherwise).
+
+How far a worker got is read from its state without knowing any iterator's layout: the shard (or
+``ElasticSelect``) iterator says how many elements it ``delivered``, and each tail iterator says how many
+of them it still ``held`` (``Iterator.held``) -- a node that neither keeps the batch dimension nor batches
+(``Node.keeps_batch_dim``, ``Node.batches_of``), or whose iterator cannot say, is refused.
 """
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
-from . import graph, structure
-from .errors import FailedPreconditionError, InvalidArgumentError
-from .iterators.base import Iterator
-from .nodes.common import PassThrough
+from .. import graph, structure
+from ..engine.blocks import Failure
+from ..engine.context import IteratorContext
+from ..errors import FailedPreconditionError, InvalidArgumentError
+from ..nodes.dataset_class import dataset_class
+from ..nodes.elastic_select import ElasticSelect
+from ..nodes.shard import Shard
+from ..passes import run_passes
+from ..passes.options_pass import effective_options
+from ..reproducibility import not_reproducible_because
+from .compatibility import describe_difference, graph_signature
+from .format import deserialize
 
 GLOBAL_STATE_KIND = "jaxfeed.elastic"
 GLOBAL_STATE_VERSION = 1
-_TAIL_KINDS = ("Map", "Batch", "MapAndBatch", "Prefetch")
-_BATCH_KINDS = ("Batch", "MapAndBatch")
-_BLOCK = 4096
-
-
-# =============================================================================================== the node
-class ElasticSelect(PassThrough):
-    """The elements of its input at positions ``remaining[index::num_workers]`` where
-    ``remaining = holes + [frontier, frontier + 1, ...]`` (``shard`` is the case holes=[], frontier=0)."""
-
-    kind = "ElasticSelect"
-    keeps_batch_dim = True
-
-    def __init__(self, input_node, holes, frontier: int, num_workers: int, index: int):
-        super().__init__((input_node,))
-        self.holes = np.asarray(sorted(int(h) for h in holes), dtype=np.int64)
-        self.frontier = int(frontier)
-        self.num_workers = int(num_workers)
-        self.index = int(index)
-        if self.num_workers <= 0 or not 0 <= self.index < self.num_workers:
-            raise InvalidArgumentError(f"elastic: worker index {index} is not in [0, {num_workers}).", self.kind)
-        if len(self.holes) and self.holes[-1] >= self.frontier:
-            raise InvalidArgumentError("elastic: holes must lie below the frontier.", self.kind)
-        # this worker's own holes, and where its share of the tail starts
-        self.my_holes = self.holes[self.index::self.num_workers]
-        self.tail_offset = (self.index - len(self.holes)) % self.num_workers
-
-    def params(self):
-        return {"holes": self.holes, "frontier": self.frontier, "num_workers": self.num_workers,
-                "index": self.index}
-
-    def cardinality(self):
-        n = self.inputs[0].cardinality()
-        if n < 0:  # INFINITE stays infinite (the tail is unbounded); UNKNOWN stays unknown
-            return n
-        return self.count_selected_below(n)
-
-    def count_selected_below(self, pos: int) -> int:
-        """How many of this worker's positions lie below ``pos``."""
-        holes = int(np.searchsorted(self.my_holes, pos))
-        first_tail = self.frontier + self.tail_offset
-        tail = 0 if pos <= first_tail else -(-(pos - first_tail) // self.num_workers)
-        return holes + tail
-
-    def nth_position(self, k: int) -> int:
-        """The position of this worker's k-th element (0-based)."""
-        if k < len(self.my_holes):
-            return int(self.my_holes[k])
-        return self.frontier + self.tail_offset + (k - len(self.my_holes)) * self.num_workers
-
-    def selected(self, positions: np.ndarray) -> np.ndarray:
-        tail = positions - (self.frontier + self.tail_offset)
-        mask = (tail >= 0) & (tail % self.num_workers == 0)
-        if len(self.my_holes):
-            mask |= np.isin(positions, self.my_holes)
-        return mask
-
-    def make_iterator(self, ctx):
-        return ElasticSelectIterator(self, ctx)
-
-
-class ElasticSelectIterator(Iterator):
-    def __init__(self, node, ctx):
-        super().__init__(node, ctx)
-        self.input = ctx.build(node.inputs[0])
-        self.index_source = self.input.index_source
-        self._pos = 0  # input positions consumed so far
-        hole_set = set(node.my_holes.tolist())
-        start, step = node.frontier + node.tail_offset, node.num_workers
-        self._keep = lambda p: p in hole_set or (p >= start and (p - start) % step == 0)
-
-    def _next(self):
-        keep = self._keep
-        while True:
-            element = self.input.next()
-            pos = self._pos
-            self._pos = pos + 1
-            if keep(pos):
-                return element
-
-    def _next_many(self, k):
-        if self.index_source is not None:
-            return super()._next_many(k)
-        node = self.node
-        while True:
-            # never read past the k-th next kept position: the input is consumed as element by element
-            last = node.nth_position(node.count_selected_below(self._pos) + k - 1)
-            block = self.input.next_many(min(last - self._pos + 1, _BLOCK * node.num_workers))
-            if not block:
-                return []
-            keep = node.selected(np.arange(self._pos, self._pos + len(block), dtype=np.int64))
-            self._pos += len(block)
-            kept = list(itertools.compress(block, keep.tolist()))
-            if kept:
-                return kept
-
-    def next_indices(self, k):
-        node = self.node
-        parts, got = [], 0
-        while got < k:
-            # exactly enough input positions to reach the (k - got)-th next kept one: never past it
-            last = node.nth_position(node.count_selected_below(self._pos) + k - got - 1)
-            block = self.input.next_indices(min(last - self._pos + 1, _BLOCK * node.num_workers))
-            if len(block) == 0:
-                break
-            positions = np.arange(self._pos, self._pos + len(block), dtype=np.int64)
-            kept = block[node.selected(positions)]
-            self._pos += len(block)
-            parts.append(kept)
-            got += len(kept)
-        return np.concatenate(parts) if parts else np.empty(0, np.int64)
-
-    def children(self):
-        return [self.input]
-
-    def get_state(self):
-        return {"input": self.input.get_state(), "pos": self._pos}
-
-    def set_state(self, state):
-        self.input.set_state(state["input"])
-        self._pos = int(state["pos"])
 
 
 # =============================================================================================== checks
 def check_supported(dataset, allow_replay: bool = False) -> None:
     """Raise ``FailedPreconditionError`` naming the first node of ``dataset`` (the global dataset G) that
     makes elastic resume impossible (nondeterminism) or, without ``allow_replay``, costly (a streaming
-    source)."""
-    from .options import effective_deterministic
-    from .passes.options_pass import effective_options
-
+    source): ``reproducibility.not_reproducible_because``."""
     root = dataset._node
     options = effective_options(root)
     if options.deterministic is False:
         raise FailedPreconditionError("elastic resume needs a deterministic pipeline; Options.deterministic is "
                                       "False.", "elastic")
     for node in graph.walk(root):
-        label = node.label()
-        why = None
-        if node.is_random and getattr(node, "seeds", None) is None:
-            why = "is random and unseeded: each run draws a different order (give it a seed or set a global seed)"
-        elif node.kind == "Generator" and not getattr(node, "replayable", False):
-            why = ("runs a Python generator, whose output cannot be known to be the same in every run (declare "
-                   "from_generator(..., replayable=True) if it is)")
-        elif getattr(node, "stateful", None) is True:
-            why = "calls a function declared stateful=True"
-        elif (getattr(node, "num_parallel_calls", None) is not None
-              and not effective_deterministic(options, getattr(node, "deterministic", None))):
-            why = "is a parallel stage with deterministic=False: its output order varies between runs"
-        elif node.is_source and not node.random_access() and not node.inputs and not allow_replay:
-            why = ("is a streaming source: a restored worker would re-read every element before its first "
-                   "position (pass allow_replay=True to accept that)")
-        elif node.reads_files and not allow_replay:
-            why = ("reads files as a stream: a restored worker would re-read every element before its first "
-                   "position (pass allow_replay=True to accept that)")
-        if why is None and getattr(node, "stateful", None) is not False:
-            why = _hidden_state(node)
+        why = not_reproducible_because(node, options, allow_replay)
         if why is not None:
+            label = node.label()
             raise FailedPreconditionError(f"elastic resume does not support this pipeline: {label} {why}.", label)
-
-
-def _hidden_state(node) -> str | None:
-    """Why a node's functions look stateful to ``jaxfeed.determinism``'s inspection, if they do."""
-    try:
-        from jaxfeed.determinism.inspection import analyse
-    except ImportError:  # pragma: no cover - the determinism package is part of jaxfeed
-        return None
-    for role, fn in node.functions().items():
-        report = analyse(fn)
-        if report.stateful or report.unimplemented:
-            found = report.reason() or "; ".join(str(f) for f in report.unimplemented[:3])
-            return (f"has a {role} that is not a pure function ({found}); declare stateful=False if it is one "
-                    "after all")
-    return None
 
 
 # =============================================================================================== workers
@@ -230,8 +84,7 @@ def worker_dataset(dataset, num_workers: int, index: int, global_state: dict | N
     """The dataset worker ``index`` of ``num_workers`` iterates: the elements of ``tail(G.shard(num_workers,
     index))`` for a fresh job, or its share of what ``global_state`` says remains (elements in G's order).
     ``merge_states`` also reads the states of workers made as ``tail(G.shard(W, i))`` directly (W > 1)."""
-    from .dataset import Dataset
-
+    Dataset = dataset_class()
     check_supported(dataset, allow_replay)
     if global_state is None:
         # shard(W, i) as ElasticSelect: the same elements, and never removed by noop elimination (W=1)
@@ -260,9 +113,6 @@ def merge_states(states: list, dataset, tail=None, previous: dict | None = None,
 
     The workers must have been made by ``worker_dataset(dataset, len(states), i, previous, tail)`` (for a
     fresh job, ``tail(dataset.shard(W, i))`` works too); each state is checked against that pipeline."""
-    from . import checkpoint
-    from .passes import run_passes
-
     check_supported(dataset, allow_replay)
     num_workers = len(states)
     if num_workers == 0:
@@ -275,7 +125,7 @@ def merge_states(states: list, dataset, tail=None, previous: dict | None = None,
     unconsumed_tail = []
     for i, state in enumerate(states):
         if isinstance(state, (bytes, bytearray, memoryview)):
-            state = checkpoint.deserialize(state)
+            state = deserialize(state)
         ds = worker_dataset(dataset, num_workers, i, previous, tail, allow_replay)
         if previous is None and state.get("fingerprint") != ds.fingerprint():  # made with plain shard?
             shard = dataset.shard(num_workers, i)
@@ -283,14 +133,13 @@ def merge_states(states: list, dataset, tail=None, previous: dict | None = None,
             if state.get("fingerprint") == plain.fingerprint():
                 ds = plain
         if state.get("fingerprint") != ds.fingerprint():
-            where = checkpoint.describe_difference(state.get("nodes"), ds._node)
+            where = describe_difference(state.get("nodes"), ds._node)
             raise FailedPreconditionError(
                 f"elastic.merge_states: the state of worker {i} is not from worker {i} of {num_workers} of this "
                 f"pipeline ({where}). Pass the states in worker order, with the tail and the previous global "
                 "state the workers were made with.", "elastic")
         iterations.add(int(state.get("iteration", 0)))
-        root, _, _ = run_passes(ds._node)
-        delivered = _delivered(root, state["root"], i, num_workers)
+        delivered = _delivered(ds, state["root"])
         select = ElasticSelect(dataset._node, holes, frontier, num_workers, i)
         mine = select.my_holes
         consumed_holes.extend(mine[:delivered].tolist())
@@ -306,7 +155,7 @@ def merge_states(states: list, dataset, tail=None, previous: dict | None = None,
     gaps = [np.arange(first, frontier_after, step, dtype=np.int64) for first, step in unconsumed_tail]
     new_holes = np.union1d(left, np.concatenate(gaps) if gaps else np.empty(0, np.int64))
     return {"kind": GLOBAL_STATE_KIND, "version": GLOBAL_STATE_VERSION, "fingerprint": dataset.fingerprint(),
-            "nodes": checkpoint.graph_signature(dataset._node), "iteration": iterations.pop(),
+            "nodes": graph_signature(dataset._node), "iteration": iterations.pop(),
             "frontier": int(frontier_after), "holes": [int(h) for h in new_holes]}
 
 
@@ -317,8 +166,6 @@ def remaining_positions(global_state: dict, length: int) -> list[int]:
 
 
 def _check_global_state(state, dataset) -> None:
-    from .checkpoint import describe_difference
-
     if not isinstance(state, dict) or state.get("kind") != GLOBAL_STATE_KIND:
         raise InvalidArgumentError("This is not an elastic global state (see elastic.merge_states).", "elastic")
     if state.get("version") != GLOBAL_STATE_VERSION:
@@ -330,46 +177,51 @@ def _check_global_state(state, dataset) -> None:
                                       "elastic")
 
 
-def _delivered(root, state, worker: int, num_workers: int) -> int:
-    """How many of its shard's elements worker ``worker`` has delivered to its user: the elements the shard
-    passed up, minus what the tail (map, batch, prefetch) still holds."""
-    node, chain = root, []
-    while node.kind not in ("Shard", "ElasticSelect"):
-        if node.kind not in _TAIL_KINDS:
+def _delivered(ds, state) -> int:
+    """How many of its shard's elements the worker iterating ``ds`` has delivered to its user, by its saved
+    root iterator ``state``: the elements the shard passed up, minus what the tail (map, batch, prefetch)
+    still holds. The iterators are built (not started) only to ask them."""
+    root, options, _ = run_passes(ds._node)
+    ctx = IteratorContext(options)
+    it = ctx.build(root)
+    try:
+        return _delivered_by(it, state)
+    finally:
+        it.close()
+        ctx.close()
+
+
+def _delivered_by(it, state) -> int:
+    chain = []  # (iterator, its state) from the root down to the shard
+    while not isinstance(it.node, (Shard, ElasticSelect)):
+        node = it.node
+        if not (node.keeps_batch_dim or node.batches_of() is not None) or it.held(state) is None:
             raise FailedPreconditionError(
                 f"elastic resume supports map, batch and prefetch after the shard; {node.label()} is there. "
                 "Put it inside the global dataset.", node.label())
-        chain.append((node, state))
-        node, state = node.inputs[0], state["input"]
-    if node.kind == "Shard":
-        pos = int(state["pos"])
-        passed = max(0, -(-(pos - worker) // num_workers))
-    else:
-        passed = node.count_selected_below(int(state["pos"]))
-    held = 0
-    batches = sum(n.kind in _BATCH_KINDS for n, _ in chain)
+        chain.append((it, state))
+        it, state = it.children()[0], state["input"]
+    passed = it.delivered(state)
+    batches = sum(t.node.batches_of() is not None for t, _ in chain)
     if batches > 1:
         raise FailedPreconditionError("elastic resume supports one batch after the shard.", "elastic")
-    above = True  # walking down from the root: elements held above the batch are whole batches
-    for n, s in chain:
-        if n.kind == "Batch":  # finished batches not yet delivered
-            held += sum(_units(b) for b in s["pending"])
-            above = False
-        elif n.kind == "MapAndBatch":  # mapped rows not yet in a delivered batch
-            held += len(s["carry"])
-            above = False
+    held = 0
+    weight = _units if batches else None  # walking down from the root: elements above the batch are batches
+    for t, s in chain:
+        if t.node.batches_of() is not None:
+            held += t.held(s)  # its rows: shard elements
+            weight = None
         else:
-            items = s["buffer"] if n.kind == "Prefetch" else s["ready"]
-            held += sum(_units(x) for x in items) if (above and batches) else len(items)
+            held += t.held(s, weight)
     return passed - held
 
 
-def _units(batch) -> int:
-    """Shard elements in one batch (a failure counts as one)."""
-    if type(batch).__name__ == "Failure":
+def _units(element) -> int:
+    """Shard elements in one element above the batch: the rows of a batch (a failure counts as one)."""
+    if type(element) is Failure:
         return 1
-    return structure.batched_len(batch)
+    return structure.batched_len(element)
 
 
 __all__ = ["ElasticSelect", "check_supported", "worker_dataset", "worker_iterator", "merge_states",
-           "remaining_positions", "GLOBAL_STATE_KIND"]
+           "remaining_positions", "GLOBAL_STATE_KIND", "GLOBAL_STATE_VERSION"]

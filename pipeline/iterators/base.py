@@ -90,6 +90,15 @@ class Iterator:
     def set_state(self, state: dict) -> None:
         raise FailedPreconditionError(f"{self.node.kind} iterators cannot restore state", self.node.kind)
 
+    @staticmethod
+    def held(state: dict, weight=None) -> int | None:
+        """How many of its input's elements a saved ``state`` of this iterator holds that its consumer has
+        not received (read from the input, not yet passed on; its input's state answers for the input), or
+        None where this iterator cannot say. ``weight(element)``, when given, counts each held input element
+        as that many elements further upstream (elastic resume: above a batch, an element is a whole batch).
+        Iterators that buffer elements (map, batch, prefetch) override it; elastic resume refuses others."""
+        return None
+
     # ------------------------------------------------------------------ lifetime
     def start_ahead(self) -> None:
         """Start this stage's background work now rather than at the first ``next``
@@ -121,6 +130,11 @@ class BlockIterator(Iterator):
         if not out:
             raise StopIteration
         return out[0]
+
+
+def count_held(items: list, weight=None) -> int:
+    """``Iterator.held`` of buffered input elements (or results made one per input element)."""
+    return len(items) if weight is None else sum(map(weight, items))
 
 
 def take_exactly(it: Iterator, n: int) -> list:

@@ -15,7 +15,8 @@ from concurrent import futures
 import numpy as np
 
 from .. import structure
-from .base import Iterator, indices_exactly, take_exactly
+from .base import Iterator, count_held, indices_exactly, take_exactly
+from ..engine.blocks import Failure
 from ..engine.rows import RowQueue
 from ..engine.registry import builds
 from ..nodes.batch import Batch
@@ -131,6 +132,20 @@ class BatchIterator(Iterator):
         for batch in pending:  # keep them deliverable after saving
             self._inflight.append(_Ready(batch))
         return state
+
+    @staticmethod
+    def held(state, weight=None):
+        """The rows of the finished batches not yet delivered (``Iterator.held``); a failed batch counts as
+        one."""
+        count = 0
+        for batch in state["pending"]:
+            if type(batch) is Failure:
+                count += 1
+            elif weight is None:
+                count += structure.batched_len(batch)
+            else:
+                count += count_held(structure.unstack_rows(batch, structure.batched_len(batch)), weight)
+        return count
 
     def set_state(self, state):
         self.input.set_state(state["input"])

@@ -14,7 +14,7 @@ from ..nodes.map import Map
 from ..nodes.prefetch import Prefetch
 from ..nodes.with_options import WithOptions
 from ..nodes.zip import Zip
-from . import (assert_cardinality, batch, cache, elements, filter, flat_map, generator,  # noqa: F401
+from . import (assert_cardinality, batch, cache, elastic_select, elements, filter, flat_map, generator,  # noqa: F401
                group_by_window, ignore_errors, map_batch, padded_batch, ragged_batch, random, rebatch, repeat,
                sample, saved_shard, scan, shard, shuffle, signature_check, snapshot, take, take_while, unbatch,
                unique, window)

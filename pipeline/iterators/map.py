@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import random_seed
-from .base import Iterator
+from .base import Iterator, count_held
 from ..engine.blocks import Delivery, apply_block
 
 BLOCK = 256  # elements pulled from the input per call when the consumer asks for many
@@ -52,6 +52,11 @@ class MapIterator(Iterator):
     def get_state(self):
         return {"input": self.input.get_state(), "position": self._position,
                 "ready": self._ready.remaining(), "seeds": self._seeds}
+
+    @staticmethod
+    def held(state, weight=None):
+        """Results made and not yet delivered, one per input element (``Iterator.held``)."""
+        return count_held(state["ready"], weight)
 
     def set_state(self, state):
         self.input.set_state(state["input"])

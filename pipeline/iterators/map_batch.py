@@ -21,7 +21,7 @@ import numpy as np
 from .. import structure
 from ..options import effective_deterministic
 from ..engine import autotune
-from .base import Iterator, finalizing
+from .base import Iterator, count_held, finalizing
 from .batch import stack_fast, stack_leaf_fast
 from ..engine.blocks import Failure, drop_args, normalize_results, run_block
 from .map import node_seeds, rng_factory
@@ -307,6 +307,11 @@ class MapBatchIterator(Iterator):
         self._carry = carry
         return {"input": self.input.get_state(), "position": self._position, "carry": carry,
                 "done": self._done, "seeds": self._seeds}
+
+    @staticmethod
+    def held(state, weight=None):
+        """The mapped rows not yet in a delivered batch, one per input element (``Iterator.held``)."""
+        return count_held(state["carry"], weight)
 
     def set_state(self, state):
         self._discard()

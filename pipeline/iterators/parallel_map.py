@@ -23,7 +23,7 @@ from concurrent import futures
 
 from ..options import effective_deterministic
 from ..engine import autotune
-from .base import finalizing
+from .base import count_held, finalizing
 from ..engine.blocks import Delivery, DeliveringIterator, Failure, apply_block, drop_args
 from .map import node_seeds, rng_factory
 from ..engine.pool import TunedPool, stage_threads
@@ -172,6 +172,11 @@ class ParallelMapIterator(DeliveringIterator):
         self._ready = Delivery(pending, any(type(r) is Failure for r in pending))
         return {"input": self.input.get_state(), "position": self._position, "ready": pending,
                 "input_done": self._input_done, "seeds": self._seeds}
+
+    @staticmethod
+    def held(state, weight=None):
+        """Results made and not yet delivered, one per input element (``Iterator.held``)."""
+        return count_held(state["ready"], weight)
 
     def set_state(self, state):
         self._discard_inflight()

@@ -18,7 +18,7 @@ import collections
 import threading
 
 from ..engine import autotune
-from .base import Iterator, finalizing
+from .base import Iterator, count_held, finalizing
 from ..engine.blocks import Failure
 
 CHUNK = 64
@@ -181,6 +181,11 @@ class PrefetchIterator(Iterator):
                 buffered = [x for x in (*self._local, *self._buf) if x is not _END]
                 return {"input": self.input.get_state(), "buffer": buffered, "ended": self._ended,
                         "capacity": self.capacity}
+
+    @staticmethod
+    def held(state, weight=None):
+        """The buffered input elements (``Iterator.held``)."""
+        return count_held(state["buffer"], weight)
 
     def set_state(self, state):
         self._shutdown()

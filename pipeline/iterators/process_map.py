@@ -37,6 +37,7 @@ from ..options import effective_deterministic
 from ..engine import autotune
 from ..engine.pool import thread_cap
 from ..engine.blocks import Delivery, DeliveringIterator, Failure, StackedDelivery
+from .base import count_held
 from .map import node_seeds
 from ..engine.shared_memory import SlabPool, unpack_leaves
 from ..engine.worker import STACKED
@@ -367,6 +368,11 @@ class ProcessMapIterator(DeliveringIterator):
         self._ready = Delivery.of(pending)
         return {"input": self.input.get_state(), "position": self._position, "ready": pending,
                 "input_done": self._input_done, "seeds": self._seeds}
+
+    @staticmethod
+    def held(state, weight=None):
+        """Results made and not yet delivered, one per input element (``Iterator.held``)."""
+        return count_held(state["ready"], weight)
 
     def set_state(self, state):
         self._shutdown()

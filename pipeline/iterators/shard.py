@@ -93,6 +93,11 @@ class ShardIterator(Iterator):
     def get_state(self):
         return {"input": self.input.get_state(), "pos": self._pos, "checked": self._checked}
 
+    def delivered(self, state) -> int:
+        """How many elements a saved ``state`` of this shard says it has passed on: its index's positions
+        among the input positions it read (elastic resume counts a worker's progress from it)."""
+        return max(0, -(-(int(state["pos"]) - self.node.index) // self.node.num_shards))
+
     def set_state(self, state):
         self.input.set_state(state["input"])
         self._pos = int(state["pos"])
