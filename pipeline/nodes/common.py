@@ -104,7 +104,7 @@ def first_element(node: Node):
     from ..engine.context import IteratorContext
 
     ctx = IteratorContext()
-    it = node.make_iterator(ctx)
+    it = ctx.build(node)
     try:
         return it.next()
     finally:
