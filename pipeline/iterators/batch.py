@@ -17,6 +17,7 @@ import numpy as np
 from .. import structure
 from .base import Iterator, count_held, indices_exactly, take_exactly
 from ..engine.blocks import Failure
+from ..engine.pool import stage_threads
 from ..engine.rows import RowQueue
 from ..engine.registry import builds
 from ..nodes.batch import Batch
@@ -107,10 +108,18 @@ class BatchIterator(Iterator):
             return self._build(job)
         return self._next_parallel()
 
-    def _next_parallel(self):
+    def start_ahead(self):
+        """Submit the first batches now (their rows are read on the thread that creates the iterator)."""
+        if self._parallel and self._pool is None:
+            self._submit_ahead()
+
+    def _submit_ahead(self):
         if self._pool is None:
-            workers = max(1, self.node.num_parallel_calls if self.node.num_parallel_calls > 0 else self.ctx.cpu_count)
-            self._pool = futures.ThreadPoolExecutor(workers, thread_name_prefix="jaxfeed-batch")
+            npc = self.node.num_parallel_calls
+            workers = npc if npc > 0 else stage_threads(self.ctx, self.ctx.cpu_count)
+            # Options.threading.private_threadpool_size caps the threads, not the batches in flight
+            self._pool = futures.ThreadPoolExecutor(stage_threads(self.ctx, workers),
+                                                    thread_name_prefix="jaxfeed-batch")
             self._depth = workers
         while not self._done and len(self._inflight) < self._depth:
             job = self._collect()
@@ -118,6 +127,9 @@ class BatchIterator(Iterator):
                 self._done = True
                 break
             self._inflight.append(self._pool.submit(self._build, job))
+
+    def _next_parallel(self):
+        self._submit_ahead()
         if not self._inflight:
             raise StopIteration
         return self._inflight.popleft().result()
@@ -178,11 +190,10 @@ def stack_fast(elements: list, what: str):
     if not structure.is_nested(first):
         out = stack_leaf_fast(elements, first)
         return out if out is not None else structure.stack(elements, what=what)
-    n = len(first) if type(first) is tuple else -1
-    if n >= 0 and all(not structure.is_nested(x) for x in first) and \
-            all(type(e) is tuple and len(e) == n for e in elements):
-        columns = list(zip(*elements))  # flat tuples (the common case): columns without flattening
-    else:
+    columns = _flat_columns(elements, first)
+    if columns is _OTHER:
+        return structure.stack(elements, what=what)  # flat, but not all alike: it raises, naming them
+    if columns is None:
         flat = [structure.flatten(e) for e in elements]
         if len(set(map(len, flat))) != 1:
             return structure.stack(elements, what=what)  # different structures: it raises, naming them
@@ -194,6 +205,37 @@ def stack_fast(elements: list, what: str):
             return structure.stack(elements, what=what)
         leaves.append(out)
     return structure.pack_as(first, leaves)
+
+
+_OTHER = object()  # (_flat_columns) flat elements that are not all alike
+
+
+def _flat_columns(elements, first):
+    """The leaf columns of flat tuples or flat dicts (the common elements: a record's fields, a row's
+    columns) in flatten order, checked once per batch: every element of ``first``'s type and length, and,
+    for dicts, every one of ``first``'s keys (with the same count, the same key set: what ``stack`` checks).
+    ``_OTHER`` when ``first`` is flat but the others are not all like it; None when ``first`` is not a flat
+    tuple or dict (the caller flattens element by element)."""
+    t = type(first)
+    if t is not tuple and t is not dict:
+        return None
+    n = len(first)
+    if not n or (any(map(structure.is_nested, first)) if t is tuple else
+                 any(structure.is_nested(v) for v in first.values())):
+        return None
+    if operator.countOf(map(type, elements), t) != len(elements) or \
+            operator.countOf(map(len, elements), n) != len(elements):
+        return _OTHER
+    if t is tuple:
+        return list(zip(*elements))
+    keys = structure.sorted_keys(first)  # flatten order: values by sorted key
+    if n == 1:
+        key = keys[0]
+        return [[e[key] for e in elements]] if all(key in e for e in elements) else _OTHER
+    try:
+        return list(zip(*map(operator.itemgetter(*keys), elements)))
+    except KeyError:  # an element with other keys
+        return _OTHER
 
 
 def stack_leaf_fast(values, v0):
@@ -208,6 +250,10 @@ def stack_leaf_fast(values, v0):
             if type(v) is not np.ndarray or v.shape != shape or v.dtype != dtype:
                 return None
         return join_arrays(values, dtype, shape)
+    if t is bytes:  # scalar strings (records, lines, text fields): an object array, as ``structure.stack``
+        if operator.countOf(map(type, values), bytes) != len(values):
+            return None
+        return np.fromiter(values, dtype=object, count=len(values))
     if isinstance(v0, np.generic) and v0.dtype.kind not in "OSUVMm":
         if operator.countOf(map(type, values), t) != len(values):  # all of one type (~30% cheaper than a set)
             return None
