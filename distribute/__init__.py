@@ -29,10 +29,18 @@ def __getattr__(name):  # JAX-backed classes import JAX on first use only
         from . import cluster
 
         return getattr(cluster, name)
-    if name in ("DistributedDataset", "DistributedIterator"):
-        from . import input as _input
+    if name == "DistributedDataset":
+        from .distributed_dataset import DistributedDataset
 
-        return getattr(_input, name)
+        return DistributedDataset
+    if name == "DistributedIterator":
+        from .distributed_iterator import DistributedIterator
+
+        return DistributedIterator
+    if name == "InputFeed":
+        from .feed import InputFeed
+
+        return InputFeed
     raise AttributeError(f"module 'jaxfeed.distribute' has no attribute {name!r}")
 
 
@@ -41,5 +49,5 @@ __all__ = [
     "ValueContext", "InputOptions", "InputReplicationMode", "VariableAggregation", "VariableSynchronization",
     "get_strategy", "has_strategy", "get_replica_context", "in_cross_replica_context", "TFConfigClusterResolver",
     "ClusterSpec", "SyncOnReadVariable", "PerReplica", "PerReplicaSpec", "DistributedValues", "ReplicaContext", "Strategy", "DistributedDataset",
-    "DistributedIterator", "auto_shard", "auto_shard_plan", "AutoShardPlan", "AutoShardError",
+    "DistributedIterator", "InputFeed", "auto_shard", "auto_shard_plan", "AutoShardPlan", "AutoShardError",
 ]

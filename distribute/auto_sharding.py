@@ -28,6 +28,7 @@ anything out, raising ``AutoShardError`` on a gap or overlap it can prove.
 from __future__ import annotations
 
 import logging
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,10 +53,23 @@ class _Unshardable(Exception):
 
 
 # ================================================================================ FILE
+_reader_answers: "weakref.WeakKeyDictionary[Node, bool]" = weakref.WeakKeyDictionary()
+
+
 def _returns_reader(node: Node) -> bool:
     """Does this interleave/flat_map/map's function return a dataset that reads files (a map: among its
-    result's components)? Called once on a sample file name, as tf.data traces the function once. A
-    function given datasets (flat_map(lambda d: d) over a map that makes them) makes no reader itself."""
+    result's components)? Asked once per node (nodes never change): the function is called once, on a
+    sample file name, as tf.data traces it once -- not again for each iterator of a distributed dataset,
+    whose auto-shard pass asks at every iteration."""
+    known = _reader_answers.get(node)
+    if known is None:
+        known = _reader_answers[node] = _call_returns_reader(node)
+    return known
+
+
+def _call_returns_reader(node: Node) -> bool:
+    """``_returns_reader`` without the memo. A function given datasets (flat_map(lambda d: d) over a map that
+    makes them) makes no reader itself."""
     from jaxfeed.pipeline import structure
     from jaxfeed.pipeline.nodes.common import call, sample_element
 
@@ -319,14 +333,6 @@ def auto_shard(dataset: Dataset, num_workers: int, index: int, *, keep_balanced:
     return Dataset(root)
 
 
-def auto_shard_pass(num_workers: int, index: int, keep_balanced: bool = False):
-    """The same rewrite as a pass for ``run_passes(..., auto_shard=...)``."""
-    def run(root, options, log_):
-        return rewrite(root, options, num_workers, index, log_, keep_balanced)[0]
-
-    return run
-
-
 # ================================================================================ the plan
 @dataclass
 class WorkerShare:
@@ -488,5 +494,5 @@ def auto_shard_plan(dataset: Dataset, num_workers: int, *, check: bool = True) -
     return plan
 
 
-__all__ = ["auto_shard", "auto_shard_plan", "auto_shard_pass", "AutoShardPlan", "AutoShardError", "rewrite",
+__all__ = ["auto_shard", "auto_shard_plan", "AutoShardPlan", "AutoShardError", "rewrite",
            "decide", "find_sharding_points"]

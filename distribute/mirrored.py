@@ -29,6 +29,7 @@ import re
 import numpy as np
 
 from . import context
+from .feed import InputFeed
 from .logical import LOGICAL, LogicalDevices
 from .ordered import ordered_sum, psum_in_order
 from .strategy import ReplicaContext, Strategy, ValueContext
@@ -112,6 +113,14 @@ class MeshStrategy(LogicalDevices, Strategy):
         self._warned: set = set()  # where 64-bit values were reported narrowed (once each)
 
     # ------------------------------------------------------------------ input workers
+    def _input_feed(self) -> InputFeed:
+        """What its distributed datasets know of it: the layout, the step agreement, the placement."""
+        num_workers, worker_index = self._input_workers()
+        return InputFeed(num_replicas=self.num_replicas_in_sync, num_workers=num_workers, worker_index=worker_index,
+                         local_replicas=self._local_replica_ids, multi_process=self._multi_process, owner=self,
+                         place=self._place_local_rows, agree_step=self._agree_step,
+                         next_iterator_id=self._next_iterator_uid)
+
     def _input_workers(self):
         """(number of input workers, this worker's index)."""
         return 1, 0
@@ -169,6 +178,11 @@ class MeshStrategy(LogicalDevices, Strategy):
                 gshape = (local.shape[0] // max(1, len(self._local_replica_ids)) * n,) + local.shape[1:]
             leaves.append(jax.make_array_from_process_local_data(self._batch_sharding, local, gshape))
         return leaves
+
+    def _place_local_rows(self, rows):
+        """One component's rows of this worker's replicas (each replica's piece after the other) as a global
+        array split over the replica axis."""
+        return self._per_replica_from_local([rows], stacked=False)[0]
 
     def _gather_to_host(self, leaves):
         import jax

@@ -329,15 +329,19 @@ class Strategy:
         raise NotImplementedError
 
     # ------------------------------------------------------------------ input
-    def experimental_distribute_dataset(self, dataset, options=None):
-        from .input import DistributedDataset
+    def _input_feed(self):
+        """The ``feed.InputFeed`` its distributed datasets know it by (the one seam between them)."""
+        raise NotImplementedError(f"{type(self).__name__} does not distribute datasets")
 
-        return DistributedDataset.from_dataset(self, dataset, options)
+    def experimental_distribute_dataset(self, dataset, options=None):
+        from .distributed_dataset import DistributedDataset
+
+        return DistributedDataset.from_dataset(self._input_feed(), dataset, options)
 
     def distribute_datasets_from_function(self, dataset_fn, options=None):
-        from .input import DistributedDataset
+        from .distributed_dataset import DistributedDataset
 
-        return DistributedDataset.from_function(self, dataset_fn, options)
+        return DistributedDataset.from_function(self._input_feed(), dataset_fn, options)
 
     def experimental_distribute_datasets_from_function(self, dataset_fn, options=None):
         """The old name of ``distribute_datasets_from_function``."""

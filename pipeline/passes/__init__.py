@@ -2,8 +2,9 @@
 
 1. ``options``       -- merge every ``with_options`` in the graph into the effective Options and drop the
                         option nodes (they do nothing at run time);
-2. ``auto_shard``    -- only when a distribution strategy feeds several workers (``jaxfeed.distribute``
-                        supplies the pass for the worker at hand);
+2. ``auto_shard``    -- a distributed dataset's worker graph holds an ``AutoShard`` node; the pass
+                        ``jaxfeed.distribute`` registers (``distribute/auto_shard_pass.py``) replaces it by
+                        that worker's share under the auto-shard policy (other graphs pass unchanged);
 3. ``determinism``   -- passes registered by ``jaxfeed.determinism`` (they check whether determinism is on);
 4. ``optimizations`` -- noop elimination, map fusion, vectorized-map hoisting, map+batch fusion, ...
 

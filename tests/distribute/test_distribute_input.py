@@ -244,19 +244,13 @@ def test_errors_in_the_pipeline_reach_the_caller_at_their_step(s2):
 
 
 # ------------------------------------------------------------------ what one worker of several reads (no processes)
-class _WorkerView:
+def _worker_view(workers, replicas_per_worker, index):
     """Stands in for a multi-worker strategy: only what building a distributed dataset asks for."""
-
-    def __init__(self, workers, replicas_per_worker, index):
-        self.num_replicas_in_sync = workers * replicas_per_worker
-        self._w = (workers, index)
-
-    def _input_workers(self):
-        return self._w
+    return jd.InputFeed.layout(workers * replicas_per_worker, workers, index)
 
 
 def worker_pieces(ds, workers, replicas_per_worker, index, options=None):
-    dd = jd.DistributedDataset.from_dataset(_WorkerView(workers, replicas_per_worker, index), ds, options)
+    dd = jd.DistributedDataset.from_dataset(_worker_view(workers, replicas_per_worker, index), ds, options)
     return [np.asarray(x).tolist() for x in dd._datasets[0]]
 
 
