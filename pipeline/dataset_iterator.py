@@ -78,11 +78,11 @@ def _refuse_closed(*_):
 
 
 class DatasetIterator:
-    def __init__(self, dataset, state: dict | None = None, options=None, auto_shard=None):
+    def __init__(self, dataset, state: dict | None = None, options=None):
         self._dataset = dataset
         iteration = dataset._iterations
         dataset._iterations += 1
-        root, effective, log = run_passes(dataset._node, options, auto_shard=auto_shard)
+        root, effective, log = run_passes(dataset._node, options)
         self.rewrites = log
         self.graph = root
         self._fingerprint = graph.fingerprint(dataset._node)

@@ -19,8 +19,8 @@ from ..options import Options
 from .registry import PHASES, PassFn, PassLog, in_phase, register  # noqa: F401  (the package's face)
 
 
-def run_passes(root: Node, options: Options | None = None, log: PassLog | None = None,
-               auto_shard: PassFn | None = None) -> tuple[Node, Options, PassLog]:
+def run_passes(root: Node, options: Options | None = None,
+               log: PassLog | None = None) -> tuple[Node, Options, PassLog]:
     """Apply every phase in order; returns the rewritten graph, the effective options and the log."""
     from . import options_pass, debug_mode  # noqa: F401  (built-in passes register themselves on import)
     from . import noop_elimination, map_fusion, vectorized_map, map_batch_fusion  # noqa: F401
@@ -30,10 +30,7 @@ def run_passes(root: Node, options: Options | None = None, log: PassLog | None =
     if options is not None:
         effective = effective.merge(options)
     for phase in PHASES:
-        passes = in_phase(phase)
-        if phase == "auto_shard" and auto_shard is not None:
-            passes.append(("auto_shard", auto_shard))
-        for name, fn in passes:
+        for name, fn in in_phase(phase):
             log.current = name
             root = fn(root, effective, log)
     return root, effective, log
