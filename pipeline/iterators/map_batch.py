@@ -25,7 +25,7 @@ from .base import Iterator, count_held, finalizing
 from .batch import stack_fast, stack_leaf_fast
 from ..engine.blocks import Failure, drop_args, normalize_results, run_block
 from .map import node_seeds, rng_factory
-from ..engine.pool import TunedPool
+from ..engine.pool import TunedPool, stage_threads
 from ..engine.registry import builds
 from ..nodes.map_batch import MapAndBatch
 
@@ -126,7 +126,7 @@ class MapBatchIterator(Iterator):
         self._extra = rng_factory(self._seeds, ctx.iteration)
         npc = m.num_parallel_calls
         self._parallel = npc is not None
-        self.workers = (npc if npc and npc > 0 else ctx.cpu_count) if self._parallel else 1
+        self.workers = (npc if npc and npc > 0 else stage_threads(ctx, ctx.cpu_count)) if self._parallel else 1
         self._tuner = None
         if (npc or 0) < 0 and autotune.enabled(ctx.options):
             self._tuner = autotune.tuner_for(node, ctx, 1, self.workers, clock=self.clock)
@@ -211,8 +211,7 @@ class MapBatchIterator(Iterator):
             batch, results, seconds = self._run(elements, stacked, position, error)
             return batch, results
         if self._pool is None:
-            self._pool = TunedPool(self.workers, self._tuner.value if self._tuner else self.workers,
-                                   "jaxfeed-mapbatch")
+            self._pool = self._new_pool()
             if not self._inflight and not self._done:  # the first batch: see _run_first
                 elements, stacked, position, error = self._pull(self._size)
                 if not len(elements) and error is None:
@@ -224,16 +223,7 @@ class MapBatchIterator(Iterator):
                     batch, results, seconds = self._run(elements, stacked, position, error)
                 self.work_seconds += seconds
                 return batch, results
-        limit = 2 * (self._tuner.value if self._tuner is not None else self.workers)
-        while not self._done and len(self._inflight) < limit:
-            elements, stacked, position, error = self._pull(self._size)
-            if not len(elements) and error is None:
-                self._done = True
-                break
-            fut = self._pool.submit(self._run, elements, stacked, position, error)
-            fut.args = (elements, stacked, position, error)  # to build it here if no worker started it when due
-            fut.add_done_callback(drop_args)
-            self._inflight.append(fut)
+        self._submit_ahead()
         if not self._inflight:
             return None
         fut = self._inflight.popleft()
@@ -252,6 +242,30 @@ class MapBatchIterator(Iterator):
             self._pool.limit = self._tuner.value
         self.work_seconds += seconds
         return batch, results
+
+    def _new_pool(self) -> TunedPool:
+        # Options.threading.private_threadpool_size caps the threads, not the batches in flight
+        return TunedPool(stage_threads(self.ctx, self.workers), self._tuner.value if self._tuner else self.workers,
+                         "jaxfeed-mapbatch")
+
+    def _submit_ahead(self):
+        """Submit batches until ``2 x parallelism`` are in flight or the input ends."""
+        limit = 2 * (self._tuner.value if self._tuner is not None else self.workers)
+        while not self._done and len(self._inflight) < limit:
+            elements, stacked, position, error = self._pull(self._size)
+            if not len(elements) and error is None:
+                self._done = True
+                break
+            fut = self._pool.submit(self._run, elements, stacked, position, error)
+            fut.args = (elements, stacked, position, error)  # to build it here if no worker started it when due
+            fut.add_done_callback(drop_args)
+            self._inflight.append(fut)
+
+    def start_ahead(self):
+        """Submit the first batches now (the first is then built by a worker, not on the consumer)."""
+        if self._parallel and self._pool is None:
+            self._pool = self._new_pool()
+            self._submit_ahead()
 
     # ------------------------------------------------------------------ protocol
     def _next(self):

@@ -9,6 +9,7 @@ Nothing here depends on the machine's speed: a wait with a timeout only bounds h
 import logging
 import threading
 
+import numpy as np
 import pytest
 
 from jaxfeed.pipeline import AUTOTUNE, Dataset, Options
@@ -72,6 +73,25 @@ def test_private_threadpool_size_caps_the_readers_of_a_parallel_interleave():
     assert [first] + rest == expected
 
 
+def test_private_threadpool_size_caps_the_threads_of_a_parallel_batch():
+    before = set(threading.enumerate())
+    ds = Dataset.range(64).batch(2, num_parallel_calls=8).with_options(options(threads=2))
+    with iter(ds) as it:
+        assert [int(x) for x in next(it)] == [0, 1]
+        assert 1 <= len(new_threads(before, "jaxfeed-batch")) <= 2
+        assert [int(x) for b in it for x in b] == list(range(2, 64))
+
+
+def test_private_threadpool_size_caps_the_threads_of_a_fused_map_and_batch():
+    before = set(threading.enumerate())
+    ds = Dataset.range(64).map(lambda x: x + 1, num_parallel_calls=8).batch(2)  # fused: one MapAndBatch stage
+    with iter(ds.with_options(options(threads=2))) as it:
+        assert [int(x) for x in next(it)] == [1, 2]
+        assert [int(x) for x in next(it)] == [3, 4]  # the second batch starts the pool
+        assert 1 <= len(new_threads(before, "jaxfeed-mapbatch")) <= 2
+        assert [int(x) for b in it for x in b] == list(range(5, 65))
+
+
 def test_autotune_never_tunes_past_the_private_threadpool_size():
     map_ds = Dataset.range(16).map(lambda x: x, num_parallel_calls=AUTOTUNE)
     interleave_ds = Dataset.range(8).interleave(lambda x: Dataset.range(3), cycle_length=8,
@@ -120,12 +140,15 @@ def _recording(called: threading.Event):
     lambda f: Dataset.range(10).map(f, num_parallel_calls=2),
     lambda f: Dataset.range(10).interleave(lambda x: Dataset.from_tensors(x).map(f), cycle_length=2,
                                            num_parallel_calls=2),
-], ids=["prefetch", "prefetch_autotune", "parallel_map", "parallel_interleave"])
+    lambda f: Dataset.range(10).map(f, num_parallel_calls=2).batch(2),  # fused: MapAndBatch
+    lambda f: Dataset.range(10).map(f).filter(lambda x: True).batch(2, num_parallel_calls=2),  # (not fused)
+], ids=["prefetch", "prefetch_autotune", "parallel_map", "parallel_interleave", "map_and_batch",
+        "parallel_batch"])
 def test_warm_start_runs_background_stages_before_the_first_next(build):
     called = threading.Event()
     with iter(build(_recording(called)).with_options(options(warm=True))) as it:
         assert called.wait(FAILURE_TIMEOUT), "no background stage ran before next()"
-        assert sorted(int(x) for x in it) == list(range(10))
+        assert sorted(int(x) for e in it for x in np.ravel(e)) == list(range(10))
 
 
 @pytest.mark.parametrize("warm", [None, False])
