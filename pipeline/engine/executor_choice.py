@@ -1,0 +1,232 @@
+"""AUTOTUNE's choice of executor for a parallel map: threads, or worker processes when its function holds
+the GIL and the work pays for moving elements between processes.
+
+Which maps choose: ``num_parallel_calls=AUTOTUNE`` with no executor given (``map(..., executor=None)`` and
+``Options.execution.executor`` unset), AUTOTUNE on, at least two CPUs in the budget, not ``stateful=True``
+(its state lives in this process), not vectorized (one call per batch: numpy releases the GIL), and a stage
+of the iterated graph (a map built inside an interleave's function would start a pool of processes per
+input). Every other AUTOTUNE map runs on threads, with the reason recorded (``static_reason``).
+
+How (``iterators/chosen_map.py``): before any element is delivered, the map's first input elements are
+mapped on the consumer's thread (a warm-up that estimates the time per call), then a short probe maps the
+next ones on two threads at once, timing each thread's CPU (``time.thread_time``) and the wall time of the
+whole. A function that holds the GIL keeps one core busy however many threads call it: CPU / wall stays
+near 1 on 2 threads; one that releases it (numpy, I/O in C) reaches 2; one that waits (sleep, network)
+stays near 0. The probe's results are the map's results: every element is mapped once, in order, and
+delivered first, whichever executor then runs the rest (its input continues after the probe's elements).
+The decision is then fixed for the iterator's lifetime, kept in its state (a restored iterator runs on the
+executor it was saved from) and remembered by the ``Dataset`` for its next iterators (no probe again).
+
+The rule (``decide``) is a pure function of the measurement, tested directly; the clocks and the probe are
+attributes of the iterator, which tests replace, so no test depends on the machine's speed.
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+import time
+from dataclasses import dataclass
+
+from . import autotune
+
+WARM_SECONDS = 0.0002  # the warm-up on the consumer's thread: long enough for a time-per-call estimate
+MAX_WARM = 255  # elements in the warm-up at most (1 + 2 + ... + 128: doubling chunks)
+PROBE_SECONDS = 0.002  # the two-thread probe's length: thread start-up (~0.1 ms) is then a small part of it
+MAX_PROBE = 4096  # elements in the probe at most
+MIN_CALL_SECONDS = 2e-6  # a call this cheap costs less than its element's trip to a worker process and back
+TRANSFER_FACTOR = 3  # a call must cost this many times the measured trip (the consumer pays the trip on
+# the CPU the workers need: on 2 cores a worker gains little over a thread unless its calls dwarf it)
+GIL_CORES = 1.4  # ``Measurement.scaling`` above which the function runs in parallel on threads (1.0 when
+# it holds the GIL, plus some of the thread start-up; 2.0 when it releases it, on a machine with 2 cores free)
+BUSY_CORES = 0.5  # CPU/wall on one thread below which the calls mostly wait (sleep, I/O): threads overlap
+# waits as well as processes do
+START_SECONDS = 0.1  # starting worker processes (a forkserver fork and imports: 30-100 ms, more the first
+START_FACTOR = 2  # time) -- the work left must be this many times it: processes save at most half of it
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What the probe saw: ``calls`` calls on ``threads`` threads took ``wall`` seconds and ``cpu`` seconds of
+    the threads' CPU time (summed); moving an element and its result to a worker and back cost ``transfer``
+    seconds per element (pickling both ways, measured on a sample)."""
+
+    calls: int
+    threads: int
+    wall: float
+    cpu: float
+    transfer: float
+    solo: float = 1.0  # CPU / wall of the warm-up's calls on one thread (below 1: they waited, or the
+    # machine is busy -- a loaded machine lowers both measures alike, so their ratio is what is judged)
+
+    @property
+    def cores(self) -> float:
+        """CPU / wall: how many cores the calls kept busy."""
+        return self.cpu / self.wall if self.wall > 0 else 0.0
+
+    @property
+    def scaling(self) -> float:
+        """How many times the cores one thread keeps busy the two threads kept busy: ~1 when the function
+        holds the GIL, ~2 when it releases it."""
+        return self.cores / self.solo if self.solo > 0 else 0.0
+
+    @property
+    def per_call(self) -> float:
+        """CPU seconds per call (time waiting for the GIL is not CPU time)."""
+        return self.cpu / self.calls if self.calls else 0.0
+
+
+@dataclass(frozen=True)
+class Decision:
+    """``executor`` is "thread" or "process"; ``reason`` says why, in words (statistics, ``explain``)."""
+
+    executor: str
+    reason: str
+
+    def __str__(self):
+        return f"{self.executor} ({self.reason})"
+
+
+def decide(m: Measurement, cpus: int, remaining: int | None = None) -> Decision:
+    """The executor for a map whose probe measured ``m``, with ``cpus`` CPUs in the budget and ``remaining``
+    input elements after the probe (None: unknown or infinite)."""
+    if cpus < 2:
+        return Decision("thread", f"{cpus} CPU in the budget: processes cannot run side by side")
+    if m.solo < BUSY_CORES:
+        return Decision("thread", f"function mostly waits: cpu/wall {m.solo:.2f} on 1 thread")
+    ratio = f"cpu/wall {m.cores:.2f} on {m.threads} threads, {m.solo:.2f} on 1"
+    if m.scaling >= GIL_CORES:
+        return Decision("thread", f"function releases the GIL: {ratio}")
+    floor = max(MIN_CALL_SECONDS, TRANSFER_FACTOR * m.transfer)
+    if m.per_call < floor:
+        return Decision("thread", f"too cheap to hand to processes: {_us(m.per_call)} of CPU per call, "
+                                  f"{_us(m.transfer)} to move an element and its result")
+    if remaining is not None and remaining * m.per_call < START_FACTOR * START_SECONDS:
+        return Decision("thread", f"too little work left to start processes: {remaining} elements x "
+                                  f"{_us(m.per_call)}")
+    return Decision("process", f"function holds the GIL: {ratio}")
+
+
+def too_cheap(per_call_wall: float) -> Decision | None:
+    """The decision after the warm-up alone, when its calls are far too cheap for processes to pay: no
+    two-thread probe needed (it would only cost time)."""
+    if per_call_wall < MIN_CALL_SECONDS / 2:
+        return Decision("thread", f"too cheap to hand to processes: {_us(per_call_wall)} per call")
+    return None
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:.2f} us"
+
+
+# ---------------------------------------------------------------------------------------- which maps
+def chooses(map_node, options) -> bool:
+    """Whether AUTOTUNE chooses ``map_node``'s executor: AUTOTUNE parallelism and no executor given."""
+    npc = map_node.num_parallel_calls
+    return (npc is not None and npc < 0 and map_node.executor is None
+            and options.execution.executor is None)
+
+
+def static_reason(map_node, ctx, node=None, vectorized=False) -> str | None:
+    """Why a map that ``chooses`` its executor stays on threads without a probe, or None when a probe decides.
+    ``node`` is the stage in the iterated graph (the map, or the fused map+batch holding it)."""
+    if not autotune.enabled(ctx.options):
+        return "AUTOTUNE is off (Options.autotune.enabled=False)"
+    if map_node.stateful:
+        return "stateful=True: its state lives in this process"
+    if vectorized:
+        return "vectorized: one call per batch"
+    if ctx.cpu_count < 2:
+        return f"{ctx.cpu_count} CPU in the budget: processes cannot run side by side"
+    if autotune.learned_slot(ctx, node if node is not None else map_node) is None:
+        return "built inside another transformation's function (a probe per inner dataset would not pay)"
+    return None
+
+
+def picklable_reason(fn) -> str | None:
+    """Why ``fn`` cannot go to worker processes (cloudpickle fails on it), or None when it can."""
+    import cloudpickle
+
+    try:
+        cloudpickle.dumps(fn)
+    except Exception as e:  # noqa: BLE001 - any failure means: not to processes
+        return f"function cannot be pickled for worker processes ({type(e).__name__}: {e})"
+    return None
+
+
+# --------------------------------------------------------------------------------------------- probe
+def probe(run, elements: list, position: int, solo: float, clock=time.perf_counter, cpu_clock=time.thread_time):
+    """Map ``elements`` (input positions ``position``...) on two threads at once -- the caller's and one
+    more -- with ``run(block, position) -> (results, failed)``; returns ``(results in order, Measurement)``.
+
+    Each thread times its own CPU with ``cpu_clock``; the wall time runs from the moment both threads are
+    ready to the end of the later one. ``solo`` is the warm-up's CPU / wall on one thread."""
+    half = (len(elements) + 1) // 2
+    parts = [(elements[:half], position), (elements[half:], position + half)]
+    out, cpu, start, end = [None, None], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]
+    raised = []
+    ready = threading.Barrier(2)
+
+    def work(i):
+        try:
+            ready.wait()
+            start[i], c0 = clock(), cpu_clock()
+            out[i] = run(*parts[i])
+            cpu[i], end[i] = cpu_clock() - c0, clock()
+        except BaseException as e:  # noqa: BLE001 - re-raised on the caller's thread
+            raised.append(e)
+            ready.abort()
+
+    helper = threading.Thread(target=work, args=(1,), name="jaxfeed-map-probe", daemon=True)
+    helper.start()
+    work(0)
+    helper.join()
+    if raised:
+        raise raised[0]
+    results = list(out[0][0]) + list(out[1][0])
+    wall = max(end) - min(start)
+    m = Measurement(len(elements), 2, wall, cpu[0] + cpu[1], transfer_seconds(elements, results, clock), solo)
+    return results, m
+
+
+SAMPLE = 64  # elements whose trip to a worker is timed
+
+
+def transfer_seconds(elements: list, results: list, clock=time.perf_counter) -> float:
+    """Seconds per element to pickle a block of ``elements`` and of their results (stacked, as workers send
+    them) and to unpickle both: the consumer's share of an element's trip to a worker process. Infinite
+    when they cannot be pickled (they cannot go to a worker at all)."""
+    from .. import structure
+    from .blocks import Failure
+
+    inputs = elements[:SAMPLE]
+    outputs = [r for r in results[:SAMPLE] if type(r) is not Failure]
+    if not inputs:
+        return 0.0
+    try:
+        outputs = structure.stack(outputs) if outputs else outputs
+    except Exception:  # noqa: BLE001 - results of different shapes travel one by one
+        pass
+    best = float("inf")
+    for _ in range(2):  # the first round trip of a type pays one-off costs (pickle's dispatch, imports)
+        t0 = clock()
+        try:
+            pickle.loads(pickle.dumps(inputs, protocol=5))
+            pickle.loads(pickle.dumps(outputs, protocol=5))
+        except Exception:  # noqa: BLE001 - not picklable: they cannot cross to a process
+            return float("inf")
+        best = min(best, clock() - t0)
+    return best / len(inputs)
+
+
+# ------------------------------------------------------------------------------------------ remembered
+def remembered(ctx, node) -> Decision | None:
+    """The decision an earlier iterator of the same Dataset made for ``node``, if any."""
+    slot = autotune.learned_slot(ctx, node)
+    return None if slot is None else slot[0].get(slot[1] + ("executor",))
+
+
+def remember(ctx, node, decision: Decision) -> None:
+    slot = autotune.learned_slot(ctx, node)
+    if slot is not None:
+        slot[0][slot[1] + ("executor",)] = decision
