@@ -10,7 +10,9 @@ Per node (aggregated over every iterator of that node, e.g. every epoch of a rep
 - ``busy``      -- its own work: ``wait`` minus the time spent in its (wrapped) inputs on the same thread;
   for stages that work on background threads or processes (parallel map, prefetch), the workers' measured
   function time divided by their parallelism, since their consumer-side time is waiting, not work;
-- ``fill``      -- mean buffer fill (0..1) of buffered stages, sampled at each call.
+- ``fill``      -- mean buffer fill (0..1) of buffered stages, sampled at each call;
+- ``executor``  -- for a parallel map whose executor AUTOTUNE chose: "thread" or "process" and why (printed
+  under the table: ``executor of map(...): process (function holds the GIL: cpu/wall 0.97 on 2 threads...)``).
 
 The bottleneck is the node with the most ``busy`` time: speeding up any other node cannot help much.
 """
@@ -54,6 +56,15 @@ def _work_seconds(it):
     if seconds is None:
         return None
     return seconds / max(1, getattr(it, "workers", 1) or 1)
+
+
+def _executor(stats):
+    """The executor AUTOTUNE chose for the node's latest iterator, with its reason; None where it chose none."""
+    for it in reversed(stats.iterators):
+        decision = getattr(it, "executor_decision", None)
+        if decision is not None:
+            return str(decision)
+    return None
 
 
 class StatsRecorder:
@@ -128,7 +139,7 @@ class StatsReport:
 
     def __init__(self, rows: list[NodeStats]):
         self.rows = [{"node": s.node.label(), "kind": s.node.kind, "elements": s.elements,
-                      "busy_s": s.busy, "wait_s": s.wait, "fill": s.fill} for s in rows]
+                      "busy_s": s.busy, "wait_s": s.wait, "fill": s.fill, "executor": _executor(s)} for s in rows]
         busiest = max(self.rows, key=lambda r: r["busy_s"], default=None)
         self.bottleneck = busiest["node"] if busiest else None
 
@@ -146,6 +157,9 @@ class StatsReport:
             name = r["node"] if len(r["node"]) <= 48 else r["node"][:45] + "..."
             lines.append(f"{name:<48} {r['elements']:>10} {r['busy_s']:>9.4f} {per:>8.2f} {r['wait_s']:>9.4f} "
                          f"{fill:>5}")
+        for r in self.rows:  # what AUTOTUNE chose for a parallel map, and why (engine/executor_choice.py)
+            if r["executor"] is not None:
+                lines.append(f"executor of {r['node']}: {r['executor']}")
         lines.append(f"bottleneck: {self.bottleneck}")
         return "\n".join(lines)
 

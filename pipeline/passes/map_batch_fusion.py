@@ -58,3 +58,27 @@ def map_batch_fusion(root, options, log):
 
 
 register("optimizations", "map_batch_fusion", map_batch_fusion)
+
+
+def executor_notes(root, options, log):
+    """Changes nothing; says which parallel maps AUTOTUNE will choose an executor for when they run (the
+    choice needs running code: ``engine/executor_choice.py``), so ``explain()`` shows it."""
+    from ..engine import autotune, executor_choice
+
+    if not autotune.enabled(options):
+        return root
+    for node in graph.walk(root):
+        fused = isinstance(node, MapAndBatch)
+        m = node.map_node if fused else node
+        if not isinstance(m, Map) or not executor_choice.chooses(m, options) or m.stateful:
+            continue
+        if fused and node.vectorized:
+            continue
+        log.note(node, "AUTOTUNE chooses its executor when it runs: threads, or worker processes if a probe of "
+                       "its first elements finds that its function holds the GIL"
+                       + ("; on threads it stays fused, in processes it runs as a process map and a batch"
+                          if fused else ""))
+    return root
+
+
+register("optimizations", "executor_choice", executor_notes)
