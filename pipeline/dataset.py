@@ -132,12 +132,22 @@ class Dataset:
           (seed, element position): random augmentation that is identical under any parallelism.
         - ``stateful``: declare whether the function keeps hidden state (overrides determinism's
           inspection of the function).
+
+        tf.data's ``synchronous=True`` keeps a map without ``num_parallel_calls`` on the consumer's thread
+        with nothing buffered: jaxfeed never parallelises such a map, so it always holds; with
+        ``num_parallel_calls`` it is a ValueError, as in tf.data. ``use_unbounded_threadpool=True``: this
+        map's threads are not capped by ``Options.threading.private_threadpool_size`` (AUTOTUNE's limit
+        still is, as in tf.data).
         """
         from .nodes.map import Map
 
+        if synchronous and num_parallel_calls is not None:
+            raise ValueError("`synchronous` is not supported with `num_parallel_calls`, but "
+                             f"`num_parallel_calls` was set to {num_parallel_calls}")
         return _named(Map(self._node, map_func, num_parallel_calls, deterministic, vectorized=vectorized,
                           executor=executor, with_rng=with_rng, seed=seed, stateful=stateful,
-                          output_signature=output_signature), name)
+                          output_signature=output_signature,
+                          use_unbounded_threadpool=use_unbounded_threadpool), name)
 
     def filter(self, predicate, name=None) -> "Dataset":
         from .nodes.filter import Filter

@@ -245,8 +245,8 @@ class MapBatchIterator(Iterator):
 
     def _new_pool(self) -> TunedPool:
         # Options.threading.private_threadpool_size caps the threads, not the batches in flight
-        return TunedPool(stage_threads(self.ctx, self.workers), self._tuner.value if self._tuner else self.workers,
-                         "jaxfeed-mapbatch")
+        threads = stage_threads(self.ctx, self.workers, unbounded=self.node.map_node.use_unbounded_threadpool)
+        return TunedPool(threads, self._tuner.value if self._tuner else self.workers, "jaxfeed-mapbatch")
 
     def _submit_ahead(self):
         """Submit batches until ``2 x parallelism`` are in flight or the input ends."""

@@ -86,7 +86,8 @@ class ParallelMapIterator(DeliveringIterator):
     def _fill(self):
         if self._pool is None:
             # Options.threading.private_threadpool_size caps the threads, not the blocks in flight
-            self._pool = TunedPool(stage_threads(self.ctx, self.workers), self.parallelism, "jaxfeed-map")
+            threads = stage_threads(self.ctx, self.workers, unbounded=self.node.use_unbounded_threadpool)
+            self._pool = TunedPool(threads, self.parallelism, "jaxfeed-map")
         limit = 2 * (self._tuner.value if self._tuner is not None else self.workers)
         while not self._input_done and len(self._inflight) < limit:
             try:

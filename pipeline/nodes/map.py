@@ -20,7 +20,8 @@ class Map(Node):
     keeps_batch_dim = True
 
     def __init__(self, input_node, map_func, num_parallel_calls=None, deterministic=None, *, vectorized=False,
-                 executor=None, with_rng=False, seed=None, stateful=None, output_signature=None):
+                 executor=None, with_rng=False, seed=None, stateful=None, output_signature=None,
+                 use_unbounded_threadpool=False):
         super().__init__((input_node,))
         check_signature(map_func, input_node, "map", extra_args=1 if with_rng else 0)
         self.output_signature = output_signature
@@ -35,6 +36,9 @@ class Map(Node):
         if executor not in EXECUTORS:
             raise ValueError(f"map: executor must be one of {EXECUTORS[1:]}, got {executor!r}")
         self.executor = executor
+        # Threads of its own, not capped by Options.threading.private_threadpool_size (engine/pool.py). Not
+        # in params(): it changes where the function runs, not what the dataset holds (nor its fingerprint).
+        self.use_unbounded_threadpool = bool(use_unbounded_threadpool)
         self.vectorized = bool(vectorized)
         self.with_rng = bool(with_rng)
         self.stateful = stateful

@@ -20,6 +20,8 @@ def _fusable(outer, inner) -> bool:
         return False
     if outer.executor != inner.executor or outer.vectorized != inner.vectorized:
         return False
+    if outer.use_unbounded_threadpool != inner.use_unbounded_threadpool:
+        return False
     return (outer.num_parallel_calls, outer.deterministic) == (inner.num_parallel_calls, inner.deterministic)
 
 

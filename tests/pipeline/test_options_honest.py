@@ -170,3 +170,51 @@ def test_warm_start_after_a_restore_resumes_exactly():
     with iter(ds) as again:  # warm already; the restore stops its stages and starts them again
         again.set_state(state)
         assert head + [int(x) for x in again] == [2 * i for i in range(20)]
+
+
+# ---------------------------------------------------------------------- map(synchronous=, use_unbounded_threadpool=)
+def test_map_synchronous_with_num_parallel_calls_is_refused_as_in_tf_data():
+    for npc in (1, 4, AUTOTUNE):
+        with pytest.raises(ValueError, match="`synchronous` is not supported with `num_parallel_calls`"):
+            Dataset.range(3).map(lambda x: x, num_parallel_calls=npc, synchronous=True)
+
+
+def test_map_synchronous_runs_on_the_consumer_thread_and_buffers_nothing():
+    calls = []
+    ds = Dataset.range(10).map(lambda x: calls.append(threading.current_thread()) or x, synchronous=True)
+    with iter(ds.with_options(options(warm=True))) as it:
+        assert calls == []
+        assert int(next(it)) == 0
+        assert calls == [threading.current_thread()]
+
+
+@pytest.mark.parametrize("synchronous", [None, False])
+def test_map_synchronous_false_or_unset_is_accepted_with_num_parallel_calls(synchronous):
+    ds = Dataset.range(5).map(lambda x: x, num_parallel_calls=2, synchronous=synchronous)
+    assert [int(x) for x in ds] == list(range(5))
+
+
+def test_map_use_unbounded_threadpool_is_not_capped_by_private_threadpool_size():
+    before = set(threading.enumerate())
+    ds = Dataset.range(64).map(lambda x: x, num_parallel_calls=8, use_unbounded_threadpool=True)
+    with iter(ds.with_options(options(threads=2))) as it:
+        next(it)
+        assert len(new_threads(before, "jaxfeed-map")) == 8
+
+
+def test_map_use_unbounded_threadpool_reaches_the_fused_map_and_batch():
+    before = set(threading.enumerate())
+    ds = Dataset.range(64).map(lambda x: x, num_parallel_calls=8, use_unbounded_threadpool=True).batch(2)
+    with iter(ds.with_options(options(threads=2))) as it:
+        next(it), next(it)  # (the first batch is built on the consumer; the second starts the pool)
+        assert len(new_threads(before, "jaxfeed-mapbatch")) > 2
+
+
+def test_maps_with_and_without_their_own_threads_are_not_fused():
+    before = set(threading.enumerate())
+    ds = (Dataset.range(64).map(lambda x: x + 1, num_parallel_calls=8, use_unbounded_threadpool=True)
+          .map(lambda x: x * 2, num_parallel_calls=8))
+    with iter(ds.with_options(options(threads=2))) as it:
+        assert int(next(it)) == 2
+        assert len(new_threads(before, "jaxfeed-map")) == 8 + 2  # the unbounded stage's and the capped one's
+        assert [int(x) for x in it] == [2 * (i + 1) for i in range(1, 64)]
