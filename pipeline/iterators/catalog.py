@@ -18,6 +18,7 @@ from . import (assert_cardinality, batch, cache, elastic_select, elements, filte
                group_by_window, ignore_errors, map_batch, padded_batch, ragged_batch, random, rebatch, repeat,
                sample, saved_shard, scan, shard, shuffle, signature_check, snapshot, take, take_while, unbatch,
                unique, window)
+from . import chosen_map
 from .concatenate import ConcatenateIterator
 from .interleave import InterleaveIterator
 from .map import MapIterator
@@ -35,6 +36,9 @@ def map_iterator(node, ctx):
     the map's ``executor`` (or else the options') says so."""
     if node.num_parallel_calls is None:
         return MapIterator(node, ctx)
+    chosen = chosen_map.for_map(node, ctx)  # AUTOTUNE and no executor given: AUTOTUNE chooses it
+    if chosen is not None:
+        return chosen
     executor = node.executor or ctx.options.execution.executor or "thread"
     if executor == "process":
         return ProcessMapIterator(node, ctx)

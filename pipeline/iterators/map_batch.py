@@ -103,7 +103,6 @@ def _as_batch(results, failed, label, what, position):
     return batch, None
 
 
-@builds(MapAndBatch)
 class MapBatchIterator(Iterator):
     # The tuner's clock, also timing the consumer's waits it is told about: tests put a fake one here, so
     # that what the tuner decides never depends on the machine's speed or load.
@@ -336,6 +335,14 @@ class MapBatchIterator(Iterator):
         self._seeds = None if state["seeds"] is None else tuple(state["seeds"])
         self._extra = rng_factory(self._seeds, self.ctx.iteration)
 
+    def resume_after(self, position: int, rows: list, seeds) -> None:
+        """Go on after ``position`` input elements mapped elsewhere -- the executor choice's probe
+        (``iterators/chosen_map.py``) -- batching their results, ``rows``, first (as the carry)."""
+        self._position = position
+        self._carry = list(rows)
+        self._seeds = seeds
+        self._extra = rng_factory(seeds, self.ctx.iteration)
+
     def _discard(self):
         for fut in self._inflight:
             fut.cancel()
@@ -351,3 +358,11 @@ class MapBatchIterator(Iterator):
             self._pool = None
         super().close()
 
+
+@builds(MapAndBatch)
+def map_batch_iterator(node, ctx):
+    """Fused, on threads; or, for a parallel map whose executor AUTOTUNE chooses, a probe first
+    (``chosen_map.py``)."""
+    from .chosen_map import for_map_batch
+
+    return for_map_batch(node, ctx) or MapBatchIterator(node, ctx)

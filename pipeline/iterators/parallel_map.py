@@ -55,6 +55,7 @@ class ParallelMapIterator(DeliveringIterator):
     # The tuner's clock, also timing the consumer's waits it is told about: tests put a fake one here, so
     # that what the tuner decides never depends on the machine's speed or load.
     clock = staticmethod(time.perf_counter)
+    waiting_for_probe = False  # while an executor choice probes the input (see resume_after): start nothing
 
     def __init__(self, node, ctx):
         super().__init__(node, ctx)
@@ -108,8 +109,17 @@ class ParallelMapIterator(DeliveringIterator):
 
     def start_ahead(self):
         """Submit the first blocks now (their input is read on the thread that creates the iterator)."""
-        if self._pool is None:
+        if self._pool is None and not self.waiting_for_probe:
             self._fill()
+
+    def resume_after(self, position: int, ready: list, seeds) -> None:
+        """Go on after ``position`` input elements mapped elsewhere -- the executor choice's probe
+        (``iterators/chosen_map.py``) -- delivering their results, ``ready``, first; and start reading."""
+        self._position = position
+        self._ready = Delivery.of(ready)
+        self._seeds = seeds
+        self._extra = rng_factory(seeds, self.ctx.iteration)
+        self.waiting_for_probe = False
 
     def _next_done(self):
         if self.deterministic:

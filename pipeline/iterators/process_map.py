@@ -191,6 +191,7 @@ class ProcessMapIterator(DeliveringIterator):
     # The tuner's clock, also timing the consumer's waits it is told about: tests put a fake one here, so
     # that what the tuner decides never depends on the machine's speed or load.
     clock = staticmethod(time.perf_counter)
+    waiting_for_probe = False  # while an executor choice probes the input (see resume_after): start nothing
 
     def __init__(self, node, ctx):
         super().__init__(node, ctx)
@@ -231,8 +232,16 @@ class ProcessMapIterator(DeliveringIterator):
 
     def start_ahead(self):
         """Start the worker processes and submit the first tasks now."""
-        if self._pool is None:
+        if self._pool is None and not self.waiting_for_probe:
             self._fill()
+
+    def resume_after(self, position: int, ready: list, seeds) -> None:
+        """Go on after ``position`` input elements mapped elsewhere -- the executor choice's probe
+        (``iterators/chosen_map.py``) -- delivering their results, ``ready``, first; and start reading."""
+        self._position = position
+        self._ready = Delivery.of(ready)
+        self._seeds = seeds
+        self.waiting_for_probe = False
 
     def _fill(self):
         if self._pool is None:

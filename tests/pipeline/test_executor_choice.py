@@ -1,0 +1,391 @@
+"""AUTOTUNE chooses a parallel map's executor: threads, or worker processes when its function holds the GIL.
+
+The rule is a pure function (``executor_choice.decide``); the iterators get a fake probe and fake clocks, so
+no test depends on the machine's speed. Whatever the decision, the elements are the plain map's, and a
+state saved before or after the decision resumes exactly.
+"""
+
+import pickle
+import threading
+
+import numpy as np
+import pytest
+
+from jaxfeed.pipeline import AUTOTUNE, Dataset, Options
+from jaxfeed.pipeline.engine import executor_choice
+from jaxfeed.pipeline.engine.executor_choice import Decision, Measurement, decide
+from jaxfeed.pipeline.iterators import chosen_map
+from jaxfeed.pipeline.iterators.parallel_map import ParallelMapIterator
+from jaxfeed.pipeline.iterators.process_map import ProcessMapIterator
+from jaxfeed.pipeline.testing import assert_elements_equal, assert_resumes_everywhere
+
+MS = 1e-3
+
+
+# ------------------------------------------------------------------------------------ the rule
+def gil_bound(per_call=10 * MS, calls=100, transfer=1e-6):
+    """Two threads kept one core busy: each call's CPU, one after the other."""
+    return Measurement(calls, 2, wall=calls * per_call / 0.97, cpu=calls * per_call, transfer=transfer)
+
+
+def releasing(per_call=10 * MS, calls=100):
+    """Two threads kept two cores busy."""
+    return Measurement(calls, 2, wall=calls * per_call / 1.9, cpu=calls * per_call, transfer=1e-6)
+
+
+def test_a_function_that_holds_the_gil_goes_to_processes():
+    d = decide(gil_bound(), cpus=2)
+    assert d.executor == "process"
+    assert str(d) == "process (function holds the GIL: cpu/wall 0.97 on 2 threads, 1.00 on 1)"
+
+
+def test_a_function_that_releases_the_gil_stays_on_threads():
+    d = decide(releasing(), cpus=2)
+    assert d == Decision("thread", "function releases the GIL: cpu/wall 1.90 on 2 threads, 1.00 on 1")
+
+
+def test_a_busy_machine_is_judged_by_the_ratio_to_one_thread():
+    # the machine gave each thread half a core: one thread measured 0.5, two threads 0.95 -- they scaled
+    m = Measurement(100, 2, wall=1.0, cpu=0.95, transfer=1e-6, solo=0.5)
+    assert decide(m, cpus=2).executor == "thread"
+    m = Measurement(100, 2, wall=1.0, cpu=0.5, transfer=1e-6, solo=0.5)  # ...or did not
+    assert decide(m, cpus=2).executor == "process"
+
+
+def test_a_function_that_waits_stays_on_threads():
+    m = Measurement(100, 2, wall=1.0, cpu=0.05, transfer=1e-6, solo=0.04)
+    assert decide(m, cpus=2) == Decision("thread", "function mostly waits: cpu/wall 0.04 on 1 thread")
+
+
+def test_a_call_cheaper_than_its_trip_to_a_worker_stays_on_threads():
+    d = decide(gil_bound(per_call=executor_choice.MIN_CALL_SECONDS / 2), cpus=2)
+    assert d.executor == "thread" and d.reason.startswith("too cheap to hand to processes")
+    d = decide(gil_bound(per_call=20e-6, transfer=10e-6), cpus=2)  # big elements: the trip costs more
+    assert d.executor == "thread" and "10.00 us to move an element" in d.reason
+
+
+def test_one_cpu_stays_on_threads():
+    assert decide(gil_bound(), cpus=1).executor == "thread"
+
+
+def test_too_little_work_left_to_start_processes_stays_on_threads():
+    assert decide(gil_bound(per_call=1 * MS), cpus=2, remaining=10).executor == "thread"
+    assert decide(gil_bound(per_call=1 * MS), cpus=2, remaining=10_000).executor == "process"
+    assert decide(gil_bound(per_call=1 * MS), cpus=2, remaining=None).executor == "process"  # unknown
+
+
+def test_the_real_probe_maps_every_element_once_in_order_on_two_threads():
+    threads = set()
+
+    def run(block, position):
+        threads.add(threading.get_ident())
+        return [(position + i, x * 2) for i, x in enumerate(block)], False
+
+    results, m = executor_choice.probe(run, list(range(10)), 5, solo=1.0)
+    assert results == [(5 + i, 2 * i) for i in range(10)]
+    assert (m.calls, m.threads) == (10, 2) and m.wall >= 0 and m.cpu >= 0 and len(threads) == 2
+
+
+def test_elements_that_cannot_be_pickled_cannot_travel():
+    assert executor_choice.transfer_seconds([threading.Lock()], [1]) == float("inf")
+
+
+# ------------------------------------------------------------------------ the iterators
+class FakeClock:
+    """1 ms per reading: the warm-up ends after its first element, and a call never looks too cheap."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        self.now += MS
+        return self.now
+
+
+class FakeProbe:
+    """Maps the probe's elements (on this thread) and reports ``measurement``, whatever the machine did."""
+
+    def __init__(self, measurement):
+        self.measurement, self.calls = measurement, 0
+
+    def __call__(self, run, elements, position, solo, clock, cpu_clock):
+        self.calls += 1
+        half = (len(elements) + 1) // 2
+        results = run(elements[:half], position)[0] + run(elements[half:], position + half)[0]
+        return results, self.measurement
+
+
+@pytest.fixture
+def measured(monkeypatch):
+    """``measured(m)``: the probe reports ``m`` from now on; returns the fake probe (it counts its calls)."""
+    monkeypatch.setattr(chosen_map._Chooser, "clock", staticmethod(FakeClock()))
+    monkeypatch.setattr(chosen_map._Chooser, "cpu_clock", staticmethod(FakeClock()))
+
+    def use(m):
+        fake = FakeProbe(m)
+        monkeypatch.setattr(chosen_map._Chooser, "probe", staticmethod(fake))
+        return fake
+
+    return use
+
+
+HOLDS = gil_bound()
+RELEASES = releasing()
+
+
+def opts(cpus=2, fusion=True, stats=False, warm=False):
+    o = Options()
+    o.autotune.cpu_budget = cpus
+    o.experimental_optimization.map_and_batch_fusion = fusion
+    o.experimental_statistics = stats
+    if warm:
+        o.experimental_warm_start = True
+    return o
+
+
+def tokens(x):
+    """Pure Python per element (holds the GIL): a small tokeniser-like function."""
+    s = f"w{int(x)} v{int(x) % 7} u{int(x) % 3}"
+    return np.array([sum(map(ord, t)) for t in s.split()], np.int64)
+
+
+def pair(x):
+    return {"x": x, "sq": np.array([x * x, x + 1], np.int64)}
+
+
+def fails_at_7(x):
+    if int(x) == 7:
+        raise ValueError("seven")
+    return x * 3
+
+
+def root(it):
+    inner = it._it
+    return getattr(inner, "inner", inner)
+
+
+def plain(ds_fn):
+    """The elements of the same pipeline on explicit threads (no choice made)."""
+    return list(ds_fn("thread"))
+
+
+def as_list(ds):
+    with iter(ds) as it:
+        out = list(it)
+        return out, root(it)
+
+
+def unfused(executor=None, n=300):
+    return Dataset.range(n).map(tokens, num_parallel_calls=AUTOTUNE, executor=executor).with_options(opts())
+
+
+def fused(executor=None, n=300, size=16, drop=False):
+    return (Dataset.range(n).map(pair, num_parallel_calls=AUTOTUNE, executor=executor)
+            .batch(size, drop_remainder=drop).with_options(opts()))
+
+
+@pytest.mark.parametrize("make", [unfused, fused], ids=["map", "map+batch"])
+@pytest.mark.parametrize("m,executor", [(HOLDS, "process"), (RELEASES, "thread")], ids=["holds", "releases"])
+def test_the_elements_are_the_same_whichever_executor_is_chosen(measured, make, m, executor):
+    measured(m)
+    got, it = as_list(make())
+    assert it.executor_decision.executor == executor
+    assert_elements_equal(got, plain(make))
+
+
+def test_a_chosen_process_map_delivers_the_probes_results_first_then_the_workers(measured):
+    fake = measured(HOLDS)
+    with iter(unfused(n=400)) as it:
+        got = [next(it) for _ in range(5)]
+        chooser = root(it)
+        assert fake.calls == 1 and isinstance(chooser._inner, ProcessMapIterator)
+        got += list(it)
+    assert_elements_equal(got, [tokens(x) for x in range(400)])
+
+
+def test_the_fused_stage_stays_fused_on_threads_and_unfuses_in_processes(measured):
+    from jaxfeed.pipeline.iterators.batch import BatchIterator
+    from jaxfeed.pipeline.iterators.map_batch import MapBatchIterator
+
+    measured(RELEASES)
+    _, it = as_list(fused())
+    assert isinstance(it._inner, MapBatchIterator)
+    measured(HOLDS)
+    _, it = as_list(fused())
+    assert isinstance(it._inner, BatchIterator) and isinstance(it._stage, ProcessMapIterator)
+
+
+@pytest.mark.parametrize("size,drop", [(16, False), (7, True), (1000, False)])
+def test_fused_batches_are_the_plain_graphs_for_any_batch_size(measured, size, drop):
+    for m in (HOLDS, RELEASES):
+        measured(m)
+        got, _ = as_list(fused(n=300, size=size, drop=drop))
+        assert_elements_equal(got, plain(lambda e: fused(e, n=300, size=size, drop=drop)))
+
+
+@pytest.mark.parametrize("m", [HOLDS, RELEASES], ids=["holds", "releases"])
+def test_an_error_in_the_function_is_delivered_in_its_place_under_either_executor(measured, m):
+    measured(m)
+    ds = Dataset.range(200).map(fails_at_7, num_parallel_calls=AUTOTUNE).with_options(opts())
+    with iter(ds) as it:
+        head = [int(next(it)) for _ in range(7)]
+        with pytest.raises(ValueError, match="seven"):
+            next(it)
+        rest = [int(x) for x in it]
+    assert head + rest == [3 * x for x in range(200) if x != 7]
+
+
+def test_with_rng_maps_draw_the_same_under_either_executor(measured):
+    def make(executor=None):
+        return (Dataset.range(300).map(lambda x, rng: x + rng.integers(1000), num_parallel_calls=AUTOTUNE,
+                                       executor=executor, with_rng=True, seed=5).with_options(opts()))
+
+    expected = plain(make)
+    for m in (HOLDS, RELEASES):
+        measured(m)
+        got, _ = as_list(make())
+        assert_elements_equal(got, expected)
+
+
+@pytest.mark.parametrize("make", [unfused, fused], ids=["map", "map+batch"])
+@pytest.mark.parametrize("m", [HOLDS, RELEASES], ids=["holds", "releases"])
+def test_resumes_exactly_from_states_saved_before_and_after_the_decision(measured, make, m):
+    measured(m)
+    n_out = len(list(make("thread", n=120)))
+    assert_resumes_everywhere(lambda: make(n=120), ks=sorted({0, 1, 2, 3, n_out // 2, n_out}))
+
+
+def test_a_restored_iterator_runs_on_the_executor_it_was_saved_from(measured):
+    measured(HOLDS)
+    with iter(unfused()) as it:
+        head = [next(it) for _ in range(50)]
+        state = pickle.loads(pickle.dumps(it.get_state()))
+    probe = measured(RELEASES)  # a new probe would now choose threads
+    restored = unfused().make_iterator(state=state)
+    tail = list(restored)
+    assert probe.calls == 0 and isinstance(root(restored)._inner, ProcessMapIterator)
+    assert root(restored).executor_decision == Decision("process", HOLDS_REASON)
+    restored.close()
+    assert_elements_equal(head + tail, plain(unfused))
+
+
+HOLDS_REASON = "function holds the GIL: cpu/wall 0.97 on 2 threads, 1.00 on 1"
+
+
+def test_a_state_saved_before_the_decision_probes_when_restored(measured):
+    measured(RELEASES)
+    with iter(fused()) as it:
+        state = it.get_state()
+    probe = measured(HOLDS)
+    restored = fused().make_iterator(state=state)
+    got = list(restored)
+    assert probe.calls == 1 and root(restored).executor_decision.executor == "process"
+    restored.close()
+    assert_elements_equal(got, plain(fused))
+
+
+def test_set_state_on_a_running_iterator_switches_back_to_the_saved_executor(measured):
+    measured(RELEASES)
+    with iter(unfused()) as it:
+        head = [next(it) for _ in range(20)]
+        state = it.get_state()
+    measured(HOLDS)
+    with iter(unfused()) as other:
+        [next(other) for _ in range(60)]  # runs in processes
+        other.set_state(state)
+        tail = list(other)
+        assert isinstance(root(other)._inner, ParallelMapIterator)
+    assert_elements_equal(head + tail, plain(unfused))
+
+
+def test_the_next_iterator_of_a_dataset_reuses_the_decision_without_a_probe(measured):
+    probe = measured(HOLDS)
+    ds = unfused()
+    first, it = as_list(ds)
+    again, it2 = as_list(ds)
+    assert probe.calls == 1 and it2.executor_decision == it.executor_decision
+    assert_elements_equal(again, first)
+
+
+def test_the_decision_and_its_reason_show_in_the_statistics(measured):
+    measured(HOLDS)
+    ds = Dataset.range(300).map(tokens, num_parallel_calls=AUTOTUNE).with_options(opts(stats=True))
+    with iter(ds) as it:
+        list(it)
+        report = it.stats()
+    row = report["Map"]
+    assert row["executor"] == f"process ({HOLDS_REASON})"
+    assert f"executor of {row['node']}: process ({HOLDS_REASON})" in str(report)
+
+
+def test_explain_says_the_executor_is_chosen_when_the_map_runs():
+    text = Dataset.range(10).map(tokens, num_parallel_calls=AUTOTUNE).batch(2).explain(opts())
+    assert "AUTOTUNE chooses its executor" in text
+
+
+# ----------------------------------------------------------------- maps that stay on threads
+def test_a_stateful_map_stays_on_threads_and_says_why(measured):
+    probe = measured(HOLDS)
+    ds = Dataset.range(50).map(tokens, num_parallel_calls=AUTOTUNE, stateful=True).with_options(opts())
+    _, it = as_list(ds)
+    assert probe.calls == 0 and it.executor_decision == Decision(
+        "thread", "stateful=True: its state lives in this process")
+
+
+def test_one_cpu_in_the_budget_stays_on_threads_without_a_probe(measured):
+    probe = measured(HOLDS)
+    _, it = as_list(Dataset.range(50).map(tokens, num_parallel_calls=AUTOTUNE).with_options(opts(cpus=1)))
+    assert probe.calls == 0 and isinstance(it, ParallelMapIterator)
+    assert it.executor_decision.reason.startswith("1 CPU in the budget")
+
+
+def test_a_function_cloudpickle_cannot_serialise_stays_on_threads(measured):
+    measured(HOLDS)
+    lock = threading.Lock()
+
+    class Unpicklable:
+        def __reduce__(self):
+            raise TypeError("no pickling this")
+
+    guard = Unpicklable()
+
+    def locked(x):
+        with lock:
+            return x + (guard is not None)
+
+    got, it = as_list(Dataset.range(300).map(locked, num_parallel_calls=AUTOTUNE).with_options(opts()))
+    assert it.executor_decision.executor == "thread"
+    assert it.executor_decision.reason.startswith("function cannot be pickled for worker processes")
+    assert [int(x) for x in got] == list(range(1, 301))
+
+
+def test_an_explicit_executor_or_parallelism_is_not_second_guessed(measured):
+    probe = measured(HOLDS)
+    for ds in (Dataset.range(50).map(tokens, num_parallel_calls=AUTOTUNE, executor="thread"),
+               Dataset.range(50).map(tokens, num_parallel_calls=2)):
+        _, it = as_list(ds.with_options(opts()))
+        assert isinstance(it, ParallelMapIterator) and getattr(it, "executor_decision", None) is None
+    assert probe.calls == 0
+
+
+def test_a_map_inside_an_interleave_function_does_not_probe(measured):
+    probe = measured(HOLDS)
+    ds = Dataset.range(3).interleave(
+        lambda i: Dataset.range(20).map(tokens, num_parallel_calls=AUTOTUNE), cycle_length=2).with_options(opts())
+    assert len(list(ds)) == 60 and probe.calls == 0
+
+
+def test_a_short_input_ends_within_the_probe_on_threads(measured):
+    measured(HOLDS)
+    got, it = as_list(Dataset.range(2).map(tokens, num_parallel_calls=AUTOTUNE).with_options(opts()))
+    assert it.executor_decision == Decision("thread", "the input ended within the probe")
+    assert_elements_equal(got, [tokens(0), tokens(1)])
+
+
+def test_warm_start_probes_at_creation_and_yields_the_same(measured):
+    probe = measured(HOLDS)
+    ds = Dataset.range(300).map(tokens, num_parallel_calls=AUTOTUNE).with_options(opts(warm=True))
+    with iter(ds) as it:
+        assert probe.calls == 1  # before the first next
+        got = list(it)
+    assert_elements_equal(got, plain(unfused))
