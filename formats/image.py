@@ -74,10 +74,26 @@ def _libpng_gray(rgb):
     return ((rgb.astype(np.uint32) @ _PNG_GRAY) >> 15).astype(rgb.dtype)[:, :, None]
 
 
+def _check_jpeg_options(what, fancy_upscaling, try_recover_truncated, acceptable_fraction, dct_method):
+    """Refuse what Pillow cannot do rather than ignore it: it always upsamples chroma smoothly (TF's
+    ``fancy_upscaling=True``) and refuses truncated data. ``dct_method`` is a hint TF itself may ignore."""
+    if not fancy_upscaling:
+        raise ValueError(f"{what}: fancy_upscaling=False is not supported (chroma is always upsampled smoothly).")
+    if try_recover_truncated or acceptable_fraction != 1:
+        raise ValueError(f"{what}: try_recover_truncated / acceptable_fraction are not supported (truncated "
+                         "JPEG data raises InvalidArgumentError).")
+    if dct_method not in ("", "INTEGER_FAST", "INTEGER_ACCURATE"):
+        raise InvalidArgumentError(f"{what}: dct_method must be '', 'INTEGER_FAST' or 'INTEGER_ACCURATE', got "
+                                   f"{dct_method!r}.", what)
+
+
 def decode_jpeg(contents, channels=0, ratio=1, fancy_upscaling=True, try_recover_truncated=False,
                 acceptable_fraction=1, dct_method="", name=None):
-    """``tf.io.decode_jpeg``: ``ratio`` 1, 2, 4 or 8 downscales while decoding, as libjpeg does."""
+    """``tf.io.decode_jpeg``: ``ratio`` 1, 2, 4 or 8 downscales while decoding, as libjpeg does.
+    ``fancy_upscaling=False`` and ``try_recover_truncated=True`` raise ValueError (not supported);
+    ``dct_method`` is a hint, as in TF (Pillow's libjpeg default DCT is used whatever its value)."""
     what = "decode_jpeg"
+    _check_jpeg_options(what, fancy_upscaling, try_recover_truncated, acceptable_fraction, dct_method)
     if ratio not in (1, 2, 4, 8):
         raise InvalidArgumentError(f"{what}: ratio must be 1, 2, 4 or 8, got {ratio!r}.", what)
     from PIL import Image, UnidentifiedImageError
@@ -95,8 +111,10 @@ def decode_jpeg(contents, channels=0, ratio=1, fancy_upscaling=True, try_recover
 
 def decode_and_crop_jpeg(contents, crop_window, channels=0, ratio=1, fancy_upscaling=True,
                          try_recover_truncated=False, acceptable_fraction=1, dct_method="", name=None):
-    """``tf.image.decode_and_crop_jpeg``: ``crop_window`` is ``[y, x, height, width]``."""
+    """``tf.image.decode_and_crop_jpeg``: ``crop_window`` is ``[y, x, height, width]``; the options as in
+    ``decode_jpeg``."""
     what = "decode_and_crop_jpeg"
+    _check_jpeg_options(what, fancy_upscaling, try_recover_truncated, acceptable_fraction, dct_method)
     image = decode_jpeg(contents, channels, ratio)
     y, x, h, w = (int(v) for v in np.asarray(crop_window).reshape(-1))
     if y < 0 or x < 0 or h <= 0 or w <= 0 or y + h > image.shape[0] or x + w > image.shape[1]:

@@ -116,14 +116,14 @@ class AutotuneOptions(_OptionGroup):
         "enabled": (bool, "Tune AUTOTUNE parallelism and buffer sizes at run time (default True)."),
         "cpu_budget": (int, "Threads AUTOTUNE may use in total (default: the number of CPUs)."),
         "ram_budget": (int, "Bytes AUTOTUNE may hold in buffers (default: half the machine's memory)."),
-        "autotune_algorithm": (AutotuneAlgorithm, "Accepted for compatibility; one algorithm is used."),
+        "autotune_algorithm": (AutotuneAlgorithm, "No effect: jaxfeed has one tuning algorithm (engine/autotune.py)."),
     }
 
 
 class DistributeOptions(_OptionGroup):
     _fields = {
         "auto_shard_policy": (AutoShardPolicy, "How distribution shards the dataset across workers."),
-        "num_devices": (int, "Accepted for compatibility."),
+        "num_devices": (int, "No effect: jaxfeed.distribute takes the devices from the strategy."),
     }
     _defaults = {"auto_shard_policy": AutoShardPolicy.AUTO}
 
@@ -133,19 +133,21 @@ class OptimizationOptions(_OptionGroup):
         "apply_default_optimizations": (bool, "Run the default graph rewrites (default True)."),
         "map_fusion": (bool, "Fuse consecutive maps into one (default True)."),
         "map_and_batch_fusion": (bool, "Fuse map followed by batch into one stage (default True)."),
-        "map_parallelization": (bool, "Accepted for compatibility."),
+        "map_parallelization": (bool, "No effect: a map without num_parallel_calls always runs on its "
+                                      "consumer's thread (tf.data's rewrite to AUTOTUNE is not done)."),
         "noop_elimination": (bool, "Remove take(-1), skip(0), repeat(1), prefetch(0) (default True)."),
         "vectorized_map": (bool, "Move maps declared vectorized=True after the next batch (default True)."),
-        "parallel_batch": (bool, "Accepted for compatibility."),
-        "shuffle_and_repeat_fusion": (bool, "Accepted for compatibility."),
-        "filter_fusion": (bool, "Accepted for compatibility."),
-        "inject_prefetch": (bool, "Accepted for compatibility."),
+        "parallel_batch": (bool, "No effect: batch copies in parallel only with num_parallel_calls."),
+        "shuffle_and_repeat_fusion": (bool, "No effect: a tf.data runtime rewrite jaxfeed does not need."),
+        "filter_fusion": (bool, "No effect: a tf.data runtime rewrite jaxfeed does not do."),
+        "inject_prefetch": (bool, "No effect: jaxfeed adds no prefetch the user did not write."),
     }
 
 
 class ThreadingOptions(_OptionGroup):
     _fields = {
-        "max_intra_op_parallelism": (int, "Accepted for compatibility."),
+        "max_intra_op_parallelism": (int, "No effect: user functions are Python; their libraries' own "
+                                           "thread settings (OMP_NUM_THREADS, ...) apply."),
         "private_threadpool_size": (int, "The most threads each parallel stage (thread map, interleave, parallel "
                                          "batch) runs its work on, and AUTOTUNE's limit; 0 or unset: no cap. "
                                          "tf.data shares one pool of this size across the pipeline; here each "
@@ -179,8 +181,9 @@ class Options(_OptionGroup):
         "experimental_external_state_policy": (ExternalStatePolicy, "Saving a pipeline with stateful functions or "
                                                "non-replayable generators: unset or FAIL refuses (tf.data's "
                                                "default), WARN logs and saves, IGNORE saves."),
-        "experimental_slack": (bool, "Accepted for compatibility."),
-        "experimental_symbolic_checkpoint": (bool, "Accepted for compatibility."),
+        "experimental_slack": (bool, "No effect: a tf.data runtime scheduling hint."),
+        "experimental_symbolic_checkpoint": (bool, "No effect: a saved state always holds what an exact "
+                                                   "resume needs, buffered elements included."),
         "experimental_warm_start": (bool, "Start background stages (prefetch, parallel map and interleave, "
                                           "process map) when the iterator is created, not at the first next: "
                                           "their first inputs are read then, on the creating thread."),
