@@ -21,10 +21,12 @@ A background thread prepares up to ``experimental_per_replica_buffer_size`` step
 the devices -- except under determinism (``jaxfeed.determinism.enable_op_determinism``) when the pipeline
 has a stateful function: then every step is read on the consumer's thread when it is asked for (tf.data's
 rule: stateful functions run in a fixed sequence, prefetch is switched off), the node that forced it is
-logged to the ``jaxfeed.determinism`` logger, and ``iterator.synchronous_reason`` names it. ``get_state()`` stops it and returns
-``{"version": 1, "worker": <DatasetIterator state>, "buffered": [<steps read but not yet delivered>],
-"step": <steps delivered>}``; the buffered steps are host numpy data and are delivered first after
-``set_state``, so nothing is lost or repeated.
+logged to the ``jaxfeed.determinism`` logger, and ``iterator.synchronous_reason`` names it.
+
+``get_state()`` stops it and returns ``{"version": 1, "workers": [<DatasetIterator state>, ...], "buffered":
+[<steps read but not yet delivered>], "step": <steps delivered>, ...}`` (an ``experimental_distribute_dataset``
+iterator adds its ``layout`` and the elastic global state it started from); the buffered steps are host numpy
+data and are delivered first after ``set_state``, so nothing is lost or repeated.
 
 The strategy is known only through the dataset's ``InputFeed`` (``feed.py``): replicas, workers, the step
 agreement and the placement of values.
