@@ -11,6 +11,7 @@ from ..engine.registry import builds
 from ..nodes.concatenate import Concatenate
 from ..nodes.interleave import Interleave
 from ..nodes.map import Map
+from ..nodes.map_batch import MapAndBatch
 from ..nodes.prefetch import Prefetch
 from ..nodes.with_options import WithOptions
 from ..nodes.zip import Zip
@@ -22,6 +23,7 @@ from . import chosen_map
 from .concatenate import ConcatenateIterator
 from .interleave import InterleaveIterator
 from .map import MapIterator
+from .map_batch import MapBatchIterator
 from .parallel_interleave import ParallelInterleaveIterator
 from .parallel_map import ParallelMapIterator
 from .prefetch import PrefetchIterator
@@ -43,6 +45,13 @@ def map_iterator(node, ctx):
     if executor == "process":
         return ProcessMapIterator(node, ctx)
     return ParallelMapIterator(node, ctx)
+
+
+@builds(MapAndBatch)
+def map_batch_iterator(node, ctx):
+    """Fused, on threads; or, for a parallel map whose executor AUTOTUNE chooses, a probe first
+    (``chosen_map.py``)."""
+    return chosen_map.for_map_batch(node, ctx) or MapBatchIterator(node, ctx)
 
 
 @builds(Interleave)

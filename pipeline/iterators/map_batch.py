@@ -26,8 +26,6 @@ from .batch import stack_fast, stack_leaf_fast
 from ..engine.blocks import Failure, drop_args, normalize_results, run_block
 from .map import node_seeds, rng_factory
 from ..engine.pool import TunedPool, stage_threads
-from ..engine.registry import builds
-from ..nodes.map_batch import MapAndBatch
 
 # A per-element map's first batch is finished on the consumer when the rest would take less than this at the
 # rate of the elements mapped so far (see _run_first); else the rest is split over the workers.
@@ -357,12 +355,3 @@ class MapBatchIterator(Iterator):
             self._pool.shutdown()
             self._pool = None
         super().close()
-
-
-@builds(MapAndBatch)
-def map_batch_iterator(node, ctx):
-    """Fused, on threads; or, for a parallel map whose executor AUTOTUNE chooses, a probe first
-    (``chosen_map.py``)."""
-    from .chosen_map import for_map_batch
-
-    return for_map_batch(node, ctx) or MapBatchIterator(node, ctx)
