@@ -27,7 +27,8 @@ class IteratorContext:
         return new
 
     def build(self, node):
-        """Create the iterator for ``node`` in this context (with statistics when they are on)."""
+        """Create the iterator for ``node`` in this context (with statistics when they are on): the one
+        registered for its class (``engine/registry.py``, through ``Node.make_iterator``)."""
         it = node.make_iterator(self)
         if self.stats is not None:
             it = self.stats.wrap(it)
