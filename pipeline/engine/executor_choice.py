@@ -32,7 +32,8 @@ from . import autotune
 
 WARM_SECONDS = 0.0002  # the warm-up on the consumer's thread: long enough for a time-per-call estimate
 MAX_WARM = 255  # elements in the warm-up at most (1 + 2 + ... + 128: doubling chunks)
-PROBE_SECONDS = 0.002  # the two-thread probe's length: thread start-up (~0.1 ms) is then a small part of it
+PROBE_SECONDS = 0.001  # the two-thread probe's length: thread start-up (~0.1 ms) is a small part of it, and
+# the first batch (made of the probe's results) is not much later than without a probe
 MAX_PROBE = 4096  # elements in the probe at most
 MIN_CALL_SECONDS = 2e-6  # a call this cheap costs less than its element's trip to a worker process and back
 TRANSFER_FACTOR = 3  # a call must cost this many times the measured trip (the consumer pays the trip on
