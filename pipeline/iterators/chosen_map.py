@@ -11,10 +11,12 @@ results first. So nothing is dropped or repeated, and the output is the same whi
 The fused stage probes a whole number of batches (the inner stage then cuts aligned batches from its carry
 and goes on building whole batches).
 
-State: the inner stage's state (a map's: ``input``, ``position``, ``ready``...; the fused stage's: ``input``,
-``position``, ``carry``...; in processes, the process map's with the batch's under ``batch``) and
-``executor``: None (not decided yet), "thread" or "process", with its ``reason``. A restored iterator runs
-on the executor it was saved from (no new probe); a state saved before the decision probes when restored.
+State, of one layout before and after the decision whichever executor runs: a map's (``input``,
+``position``, ``ready``, ``input_done``, ``seeds``: thread and process maps save the same), or the fused
+stage's (``input``, ``position``, ``carry``, ``done``, ``seeds``, and ``pending``: batches a batch over a
+process map finished), with ``executor``: None (not decided yet), "thread" or "process", and its
+``reason``. A restored iterator runs on the executor it was saved from (no new probe); a state saved before
+the decision probes when restored.
 """
 
 from __future__ import annotations
@@ -272,27 +274,31 @@ class ChosenMapBatchIterator(_Chooser):
         stage.waiting_for_probe = True
         return inner, stage
 
+    # One state layout whichever executor runs (the fused stage's): a process map's "ready" is the carry,
+    # its "input_done" is "done", and the batch over it adds the batches it finished ("pending").
     def _inner_state(self):
         state = self._inner.get_state()
         if self._executor == "thread":
-            return state
-        inner = state.pop("input")  # the process map's state, at the top: "input" is the map's input
-        return {**inner, "batch": state}
+            return {**state, "pending": []}
+        m = state["input"]
+        return {"input": m["input"], "position": m["position"], "carry": m["ready"], "done": m["input_done"],
+                "seeds": m["seeds"], "pending": state["pending"]}
 
     def _restore_inner(self, state):
         if self._executor == "thread":
             self._inner.set_state(state)
-        else:
-            self._inner.set_state({**state["batch"], "input": state})
+            return
+        m = {"input": state["input"], "position": state["position"], "ready": state["carry"],
+             "input_done": state["done"], "seeds": state["seeds"]}
+        ended = bool(state["done"]) and not state["carry"] and not state["pending"]
+        self._inner.set_state({"input": m, "done": ended, "pending": state["pending"]})
 
     @staticmethod
     def held(state, weight=None):
         """Mapped rows not yet in a delivered batch, one per input element (``Iterator.held``)."""
-        if state["executor"] == "process":
-            from .batch import BatchIterator
+        from .batch import BatchIterator
 
-            return count_held(state["ready"], weight) + BatchIterator.held(state["batch"], weight)
-        return count_held(state["carry"], weight)
+        return count_held(state["carry"], weight) + BatchIterator.held(state, weight)
 
     def _probe_size(self, position, n):
         # the probe ends where a batch does, the nearest boundary to what it wants (the first batch comes

@@ -255,6 +255,25 @@ def test_resumes_exactly_from_states_saved_before_and_after_the_decision(measure
     assert_resumes_everywhere(lambda: make(n=120), ks=sorted({0, 1, 2, 3, n_out // 2, n_out}))
 
 
+@pytest.mark.parametrize("make", [unfused, fused], ids=["map", "map+batch"])
+def test_the_state_has_one_layout_before_and_after_the_decision_on_either_executor(measured, make):
+    from jaxfeed.pipeline import state_layout
+
+    layouts = []
+    for m in (HOLDS, RELEASES):
+        measured(m)
+        with iter(make()) as it:
+            layouts.append(state_layout.layout(it.get_state()))  # before the decision
+            next(it)
+            layouts.append(state_layout.layout(it.get_state()))
+            list(it)
+            layouts.append(state_layout.layout(it.get_state()))
+    merged = state_layout.ANY
+    for one in layouts:
+        merged, conflict = state_layout.unify(merged, one)
+        assert conflict is None, state_layout.describe(conflict)
+
+
 def test_a_restored_iterator_runs_on_the_executor_it_was_saved_from(measured):
     measured(HOLDS)
     with iter(unfused()) as it:
