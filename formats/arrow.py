@@ -85,6 +85,12 @@ def take_of(col, rows):
     return col.take(pa.array(rows)).to_numpy(zero_copy_only=False)
 
 
+def _is_run(indices, first: int) -> bool:
+    """Whether the int64 ``indices`` are ``first, first + 1, ...``: one byte compare with an arange, about 30x
+    cheaper per batch than ``np.diff`` + ``all`` (which cost as much as slicing the batch's columns)."""
+    return indices.tobytes() == np.arange(first, first + len(indices), dtype=np.int64).tobytes()
+
+
 def _numpy_dtype(t) -> np.dtype:
     if _is_bytes_like(t):
         return np.dtype(object)
@@ -264,19 +270,10 @@ class ArrowReader(FileReaderNode):
         units, starts = self._units_index()
         if len(indices) == 0:
             return {k: np.empty(0, dtype=s.dtype) for k, s in self.element_spec.items()}
+        first_row = int(indices[0])
+        if int(indices[-1]) - first_row + 1 == len(indices) and _is_run(indices, first_row):
+            return self._gather_run(first_row, first_row + len(indices), starts)
         unit_of = np.searchsorted(starts, indices, side="right") - 1
-        first, last = int(unit_of[0]), int(unit_of[-1])
-        contiguous = indices[-1] - indices[0] + 1 == len(indices) and bool((np.diff(indices) == 1).all())
-        if contiguous:  # the common batch: slices of one or two units, no fancy indexing
-            parts = []
-            for k in range(first, last + 1):
-                cols = self.unit_columns(k)
-                lo = max(int(indices[0]), int(starts[k])) - int(starts[k])
-                hi = min(int(indices[-1]) + 1, int(starts[k + 1])) - int(starts[k])
-                parts.append({n: rows_of(c, lo, hi) for n, c in cols.items()})
-            if len(parts) == 1:  # views of the cached numpy columns are copied, converted ones are new
-                return {n: c.copy() if isinstance(cols[n], np.ndarray) else c for n, c in parts[0].items()}
-            return {n: np.concatenate([p[n] for p in parts]) for n in parts[0]}
         out = None
         for k in np.unique(unit_of).tolist():
             cols = self.unit_columns(k)
@@ -288,6 +285,22 @@ class ArrowReader(FileReaderNode):
             for n, c in cols.items():
                 out[n][where] = take_of(c, rows)
         return out
+
+    def _gather_run(self, lo: int, hi: int, starts) -> dict:
+        """Rows ``lo:hi`` (the common batch): slices of one or two units, no per-row index work -- the unit
+        found from the first row alone, each column one slice (a batch costs ~ a hand loop's slicing)."""
+        k = int(np.searchsorted(starts, lo, side="right")) - 1
+        parts = []
+        while True:
+            cols = self.unit_columns(k)
+            base, end = int(starts[k]), int(starts[k + 1])
+            a, b = lo - base, min(hi, end) - base
+            if not parts and hi <= end:  # one unit: views of cached numpy columns are copied, converted ones new
+                return {n: c[a:b].copy() if isinstance(c, np.ndarray) else rows_of(c, a, b) for n, c in cols.items()}
+            parts.append({n: rows_of(c, a, b) for n, c in cols.items()})
+            if hi <= end:
+                return {n: np.concatenate([p[n] for p in parts]) for n in parts[0]}
+            lo, k = end, k + 1
 
     def element_at(self, index):
         batch = self.gather(np.array([index], dtype=np.int64))
