@@ -86,6 +86,7 @@ class DatasetIterator:
         self.rewrites = log
         self.graph = root
         self._fingerprint = graph.fingerprint(dataset._node)
+        self._signature = None  # the graph signature saved with each state, made at the first save
         stats = None
         if effective.experimental_statistics:
             from .stats import StatsRecorder
@@ -144,7 +145,7 @@ class DatasetIterator:
         """The iterator's position: a small nested dict (see ``jaxfeed.pipeline.checkpoint`` to save it)."""
         self._check_open()
         compatibility.check_external_state(self._dataset._node, self._ctx.options)
-        if getattr(self, "_signature", None) is None:
+        if self._signature is None:
             self._signature = compatibility.graph_signature(self._dataset._node)
         return {"version": STATE_VERSION, "fingerprint": self._fingerprint,
                 "iteration": self._ctx.iteration[0], "nodes": self._signature, "root": self._it.get_state()}

@@ -31,7 +31,7 @@ from ..engine.blocks import Failure
 from ..errors import DataLossError, InvalidArgumentError
 from ..nodes.elements import Elements
 from ..nodes.tensor_slices import Tensors, TensorSlices
-from ..state_reader import MAX_DEPTH, Reader, blob_index
+from .state_reader import MAX_DEPTH, Reader, blob_index
 
 MAGIC = b"JXFSTATE"
 FORMAT_VERSION = 1

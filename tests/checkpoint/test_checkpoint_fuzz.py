@@ -361,7 +361,7 @@ def test_restored_state_with_an_iteration_that_is_not_a_number_is_invalid_argume
 
 
 def test_deepest_state_the_writer_accepts_reads_back():
-    from jaxfeed.pipeline.state_reader import MAX_DEPTH
+    from jaxfeed.pipeline.checkpoint.state_reader import MAX_DEPTH
 
     value = ()
     for _ in range(MAX_DEPTH - 1):

@@ -1,4 +1,4 @@
-"""Reading the header tree of a checkpoint file (``checkpoint.deserialize``) back into Python values.
+"""Reading the header tree of a state file (``format.deserialize``) back into Python values.
 
 A state file is input from outside: a valid CRC says only that the bytes are the ones written, not that a
 jaxfeed wrote them. Every field is checked before it is used -- its type, its range, the nesting depth --
@@ -15,9 +15,9 @@ import sys
 
 import numpy as np
 
-from . import structure
-from .errors import DataLossError, InvalidArgumentError, OpError, UnknownError
-from .engine.blocks import Failure
+from .. import structure
+from ..errors import DataLossError, InvalidArgumentError, OpError, UnknownError
+from ..engine.blocks import Failure
 
 OP = "checkpoint.deserialize"
 TAG = "$t"
@@ -254,15 +254,15 @@ def array_layout(v: dict) -> tuple:
 
 
 def rebuild_dataset(kind: str, data):
-    from .nodes.dataset_class import wrap
-    from .nodes.tensor_slices import Tensors, TensorSlices
+    from ..nodes.dataset_class import wrap
+    from ..nodes.tensor_slices import Tensors, TensorSlices
 
     if kind == "TensorSlices":
         return wrap(TensorSlices(data))
     if kind == "Tensors":
         return wrap(Tensors(data))
     if kind == "Elements":
-        from .nodes.elements import Elements
+        from ..nodes.elements import Elements
 
         if type(data) is not list:
             raise corrupt("a saved Elements dataset does not hold a list")
@@ -291,7 +291,7 @@ def namedtuple_class(module: str, name: str, fields):
 def rebuild_error(v) -> BaseException:
     """The saved failure as an exception of the same class when that class is a jaxfeed error or a Python
     built-in; any other class becomes ``UnknownError`` carrying the original type name and message."""
-    from . import errors as jerrors
+    from .. import errors as jerrors
     import builtins
 
     module, name, message = v.get("module"), v.get("name"), v.get("message", "")
