@@ -26,7 +26,7 @@ def first_difference(a, b) -> tuple[object, str] | None:
     """(the node of build ``a`` that differs, what differs) or None when no difference is visible."""
     nodes_a, nodes_b = list(graph.walk(a)), list(graph.walk(b))
     for na, nb in zip(nodes_a, nodes_b):
-        if na.kind != nb.kind:
+        if type(na) is not type(nb):
             return na, f"the builds have different graphs: {na.kind} in one, {nb.kind} in the other"
         pa, pb = na.params(), nb.params()
         for key in list(pa) + [k for k in pb if k not in pa]:

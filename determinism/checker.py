@@ -34,6 +34,9 @@ import numpy as np
 from ..pipeline import graph, random_seed, structure
 from ..pipeline.dataset import Dataset
 from ..pipeline.passes.options_pass import effective_options
+from ..pipeline.nodes.batch import Batch
+from ..pipeline.nodes.interleave import Interleave
+from ..pipeline.nodes.map import Map
 from . import build_difference
 
 DEFAULT_MAX_ELEMENTS = 10_000
@@ -100,11 +103,11 @@ def _variant_graph(node, variant: dict | None):
 
     def rewrite(n):
         changes = {}
-        if getattr(n, "num_parallel_calls", None) is not None and "num_parallel_calls" in variant:
+        if n.num_parallel_calls is not None and "num_parallel_calls" in variant:
             changes["num_parallel_calls"] = variant["num_parallel_calls"]
-        if "executor" in variant and hasattr(n, "executor") and getattr(n, "num_parallel_calls", None) is not None:
+        if "executor" in variant and isinstance(n, Map) and n.num_parallel_calls is not None:
             changes["executor"] = variant["executor"]
-        if "deterministic" in variant and hasattr(n, "deterministic"):
+        if "deterministic" in variant and isinstance(n, (Map, Interleave, Batch)):  # the nodes with the argument
             changes["deterministic"] = variant["deterministic"]
         return n.replace(**changes) if changes else n
 
@@ -194,7 +197,7 @@ def _hint(node) -> str:
     from .rewriter import node_reports
 
     reasons = []
-    if getattr(node, "is_random", False) and getattr(node, "seeds", None) is None:
+    if node.is_random and node.seeds is None:
         reasons.append("a random transformation with no seed (neither an op seed nor a global seed)")
     try:
         for role, report in node_reports(node).items():
@@ -204,9 +207,9 @@ def _hint(node) -> str:
                 reasons.append(f"{role} uses {f}")
     except Exception:  # noqa: BLE001 - a hint must not break the report
         pass
-    if getattr(node, "deterministic", None) is False and getattr(node, "num_parallel_calls", None) is not None:
+    if node.deterministic is False and node.num_parallel_calls is not None:
         reasons.append(f"a parallel stage (num_parallel_calls={node.num_parallel_calls}, "
-                       f"deterministic={getattr(node, 'deterministic', None)}) may deliver out of order")
+                       f"deterministic={node.deterministic}) may deliver out of order")
     return "; ".join(reasons)
 
 
@@ -265,9 +268,9 @@ def check_determinism(dataset_or_fn: Dataset | Callable[[], Dataset], runs: int 
                         "given its input; this is the nearest node below it that can reorder or draw fresh "
                         "randomness)")
                 culprit = below
-        remote = getattr(culprit, "remote_dataset", None)  # a service source: look at what its workers run
+        remote = culprit.remote_dataset()  # a service source: look at what its workers run
         if remote is not None:
-            inner_node = remote()._node
+            inner_node = remote._node
             inner = _culprit(inner_node, effective_options(inner_node), [None], runs, max_elements)
             hint = (f"the elements differ as they come from the service's workers; run locally, the dataset "
                     f"they run differs at {inner.label()}" + (f": {_hint(inner)}" if _hint(inner) else ""))

@@ -77,11 +77,11 @@ def file_identity(path: str) -> dict:
 
 def _data_digest(node) -> str | None:
     """A digest of an in-memory source's full data (capped at 256 MiB of array bytes)."""
-    data = getattr(node, "data", None) if node.is_source else None
-    if data is None:
-        data = getattr(node, "tensors", None) if node.is_source else None
-    if data is None:
+    from ..pipeline.nodes.tensor_slices import Tensors, TensorSlices
+
+    if not isinstance(node, (TensorSlices, Tensors)):
         return None
+    data = node.data
     from ..pipeline import structure
 
     h = hashlib.blake2b(digest_size=16)
@@ -104,8 +104,8 @@ def manifest(dataset, compare_to=None) -> dict:
     labels = {id(n): f"{i}:{n.kind}" + (f"[{n.name}]" if n.name else "") for i, n in enumerate(nodes)}
     seeds, functions, files, data = {}, {}, [], {}
     for n in nodes:
-        if getattr(n, "is_random", False):
-            s = getattr(n, "seeds", None)
+        if n.is_random:
+            s = n.seeds
             seeds[labels[id(n)]] = None if s is None else [int(s[0]), int(s[1])]
         for role, fn in n.functions().items():
             ident = graph.function_identity(fn) if hasattr(fn, "__code__") else repr(type(fn).__qualname__)

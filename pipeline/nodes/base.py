@@ -110,6 +110,11 @@ class Node:
         then sees every batch, so the balanced split becomes tf.distribute's legacy one)."""
         return self
 
+    def remote_dataset(self):
+        """The dataset that produces this node's elements elsewhere (a tf.data-service source: what its workers
+        run), for the determinism checker, which looks across that boundary; None for a local node."""
+        return None
+
     def not_replayable_because(self) -> str | None:
         """Why a second run of this node, by itself, may yield other elements than the first (None: it replays
         exactly, given its inputs). Checkpoints, elastic resume and the determinism rewriter all ask this
