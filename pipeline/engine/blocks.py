@@ -8,6 +8,8 @@ skip exactly the failed element.
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from .. import structure
@@ -25,6 +27,25 @@ def _plain(v) -> bool:
     if type(v) is np.ndarray:
         return v.dtype.kind not in "OSU"
     return isinstance(v, _PLAIN_LEAVES) and not isinstance(v, _TEXT_SCALARS)
+
+
+def _plain_tuples(out: list) -> bool:
+    """Every result a tuple of ``len(out[0])`` plain leaves: checked a column at a time (one type count per
+    column; for arrays, one set of their dtypes) instead of a Python call per leaf."""
+    n = len(out[0])
+    if operator.countOf(map(type, out), tuple) != len(out) or operator.countOf(map(len, out), n) != len(out):
+        return False
+    for column in zip(*out):
+        t = type(column[0])
+        if operator.countOf(map(type, column), t) != len(column):
+            if not all(map(_plain, column)):
+                return False
+        elif t is np.ndarray:
+            if any(dtype.kind in "OSU" for dtype in {a.dtype for a in column}):
+                return False
+        elif not issubclass(t, _PLAIN_LEAVES) or issubclass(t, _TEXT_SCALARS):
+            return False
+    return True
 
 
 class Failure:
@@ -91,7 +112,7 @@ def normalize_results(out: list, label: str, first_position: int | None = None) 
     if issubclass(t, _PLAIN_LEAVES) and len(set(map(type, out))) == 1 and (
             all(map(_plain, out)) if t is np.ndarray or issubclass(t, _TEXT_SCALARS) else True):
         return out, False
-    if t is tuple and all(type(o) is tuple and all(map(_plain, o)) for o in out):
+    if t is tuple and _plain_tuples(out):
         return out, False  # flat tuples of numpy values (the common multi-output map) are elements already
     result = []
     bad = False

@@ -238,6 +238,23 @@ def _flat_columns(elements, first):
         return _OTHER
 
 
+def stack_plain_tuples(values: list):
+    """Flat tuples whose every column ``stack_leaf_fast`` takes -- numeric arrays of one dtype and shape,
+    numpy scalars of one type, bytes -- as one batch (a tuple of arrays); else None. Such tuples are elements
+    as they are (``structure.normalize`` returns them unchanged), so a map's results need no normalising
+    before they are stacked: the fused map and batch stacks them straight away."""
+    columns = _flat_columns(values, values[0])
+    if columns is None or columns is _OTHER:
+        return None
+    leaves = []
+    for col in columns:
+        out = stack_leaf_fast(col, col[0])
+        if out is None:
+            return None
+        leaves.append(out)
+    return tuple(leaves)
+
+
 def stack_leaf_fast(values, v0):
     """``values`` (``v0`` is the first) as one array when they are all arrays of one dtype and shape, or all
     numpy scalars of one type (not strings or dates); else None."""

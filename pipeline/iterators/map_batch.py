@@ -22,7 +22,7 @@ from .. import structure
 from ..options import effective_deterministic
 from ..engine import autotune
 from .base import Iterator, count_held, finalizing
-from .batch import stack_fast, stack_leaf_fast
+from .batch import stack_fast, stack_leaf_fast, stack_plain_tuples
 from ..engine.blocks import Failure, drop_args, normalize_results, run_block
 from .map import node_seeds, rng_factory
 from ..engine.pool import TunedPool, stage_threads
@@ -90,9 +90,12 @@ def _as_batch(results, failed, label, what, position):
     that is not an element (None, a set...): then the results go through the carry, which raises it."""
     if failed:
         return None, normalize_results(results, label, position)[0]
-    # Results that are already elements of one leaf type (numpy scalars of one type, arrays of one shape)
-    # go straight into the batch: one check of their types instead of normalising, then stacking.
+    # Results that are already elements -- of one leaf type (numpy scalars of one type, arrays of one shape),
+    # or flat tuples of such columns (a parse's (array, count)) -- go straight into the batch: one check of
+    # their types per column instead of normalising element by element, then stacking.
     batch = stack_leaf_fast(results, results[0])
+    if batch is None and type(results[0]) is tuple:
+        batch = stack_plain_tuples(results)
     if batch is None:
         elements, bad = normalize_results(results, label, position)
         if bad:
