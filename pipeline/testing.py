@@ -42,11 +42,21 @@ def assert_elements_equal(actual, expected, what: str = "elements"):
         raise AssertionError(f"{what}: got {len(actual)} elements, expected {len(expected)}")
 
 
-def assert_resumes_everywhere(make: Callable[[], object], ks=None, roundtrip: bool = True,
-                              max_elements: int = 10_000):
-    """For each k (default: every k from 0 to the end), read k elements, save, restore into a fresh
-    iterator of ``make()``, read the rest; the concatenation must equal the uninterrupted run.
-    With ``roundtrip``, the state also goes through pickle (what a checkpoint file holds)."""
+def assert_resumes_everywhere(make: Callable[[], object], ks=None, max_elements: int = 10_000,
+                              label: str | None = None):
+    """Resume anywhere: for each k (default: every k from 0 to the end, then ``"exhausted"``: after a
+    ``next`` that raised StopIteration), read k elements and save; the state goes through the checkpoint
+    format (``checkpoint.serialize`` to bytes and ``deserialize``, as a saved file does) and is restored into
+    a fresh iterator of a freshly built ``make()``. Checked, for every k:
+
+    - the k elements read and the restored iterator's rest equal the uninterrupted run;
+    - the saved iterator, read on after saving, gives the same rest (saving disturbs nothing);
+    - the state has the same layout as at every other k (keys, nesting, leaf types: ``state_layout.py``), as
+      Grain's harness checks -- except at a layout change ``state_layout.known_varying`` lists.
+
+    ``label`` names the pipeline in failure messages. Returns the uninterrupted run."""
+    from . import checkpoint, state_layout
+
     expected = []
     it = iter(make())
     for element in it:
@@ -54,19 +64,50 @@ def assert_resumes_everywhere(make: Callable[[], object], ks=None, roundtrip: bo
         if len(expected) > max_elements:
             raise AssertionError(f"pipeline produced more than {max_elements} elements; pass a finite one")
     it.close()
-    ks = range(len(expected) + 1) if ks is None else ks
+    n = len(expected)
+    ks = list(range(n + 1)) + ["exhausted"] if ks is None else list(ks)
+    name = label or "pipeline"
+    seen = None  # (layout of the states so far, the k it was first seen at)
     for k in ks:
-        first = iter(make())
-        head = [next(first) for _ in range(k)]
+        where = f"{name} resumed after {k} elements"
+        dataset = make()
+        first = iter(dataset)
+        head = [next(first) for _ in range(n if k == "exhausted" else k)]
+        if k == "exhausted":
+            try:
+                next(first)
+            except StopIteration:
+                pass
+            else:
+                raise AssertionError(f"{where}: an element after the {n} of the uninterrupted run")
         state = first.get_state()
+        data = checkpoint.serialize(state)
+        rest_of_first = list(first)
         first.close()
-        if roundtrip:
-            state = pickle.loads(pickle.dumps(state))
-        restored = make().make_iterator(state=state)
+        restored = make().make_iterator(state=checkpoint.deserialize(data))
         tail = list(restored)
         restored.close()
-        assert_elements_equal(head + tail, expected, what=f"resume after {k} elements")
+        assert_elements_equal(head + tail, expected, what=where)
+        assert_elements_equal(rest_of_first, tail, what=f"{where} (the saved iterator read on vs the restored one)")
+        seen = _check_layout(state, k, seen, dataset, name, state_layout)
     return expected
+
+
+def _check_layout(state, k, seen, dataset, name, state_layout):
+    """The layout of the states so far, ``state``'s included; AssertionError when it does not fit."""
+    mine = state_layout.layout(state)
+    if seen is None:
+        merged, conflict = state_layout.unify(mine, state_layout.ANY)
+        first_k = k
+    else:
+        merged, conflict = state_layout.unify(seen[0], mine)
+        first_k = seen[1]
+    if conflict is None:
+        return merged, first_k
+    if state_layout.excused(conflict, dataset) is not None:
+        return seen if seen is not None else (mine, k)
+    raise AssertionError(f"{name}: the state saved after {k} elements has another layout than the one saved "
+                         f"after {first_k}: {state_layout.describe(conflict)}")
 
 
 def assert_same_after_rewrites(dataset, options: Options | None = None):

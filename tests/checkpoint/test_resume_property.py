@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 
 import resume_recipes as R
 from jaxfeed.pipeline import checkpoint
-from jaxfeed.pipeline.testing import assert_elements_equal
+from jaxfeed.pipeline.testing import assert_elements_equal, assert_resumes_everywhere
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # per process: concurrent test runs must not rewrite each other's files mid-read
@@ -46,24 +46,11 @@ def bounded(recipe):
 
 
 def check_resume_everywhere(recipe, make=None, label=None):
+    """The shared harness (``jaxfeed.pipeline.testing.assert_resumes_everywhere``: every k, the end and an
+    exhausted iterator, through the checkpoint format, the state's layout stable) over a recipe."""
     make = make if make is not None else (lambda: R.build(recipe))
-    expected = uninterrupted(recipe) if recipe is not None else list(make())
-    n = len(expected)
-    for k in list(range(n + 1)) + ["exhausted"]:
-        first = iter(make())
-        head = [next(first) for _ in range(n if k == "exhausted" else k)]
-        if k == "exhausted":
-            with pytest.raises(StopIteration):
-                next(first)
-        data = checkpoint.serialize(first.get_state())
-        rest_of_first = list(first)  # saving must not disturb the saved iterator
-        first.close()
-        restored = make().make_iterator(state=checkpoint.deserialize(data))
-        tail = list(restored)
-        restored.close()
-        where = f"{label or 'recipe ' + json.dumps(recipe)} resumed after {k} elements"
-        assert_elements_equal(head + tail, expected, what=where)
-        assert_elements_equal(rest_of_first, tail, what=where + " (saved iterator vs restored one)")
+    assert_resumes_everywhere(make, max_elements=R.MAX_ELEMENTS,
+                              label=label or f"recipe {json.dumps(recipe)}")
 
 
 @settings(max_examples=30, **SETTINGS)
