@@ -74,6 +74,8 @@ class InputOptions:
     - ``experimental_per_replica_buffer_size`` (default 2): steps prepared ahead on the devices by a
       background thread (0: no thread, each step is prepared when asked for).
     - ``experimental_replication_mode`` (PER_WORKER): for ``distribute_datasets_from_function``.
+    - ``experimental_place_dataset_on_device``: accepted, no effect -- input pipelines always run on the host
+      (numpy); batches reach the devices through ``experimental_fetch_to_device``.
     - ``split``: ``"tf"`` (default) chooses between the balanced and the legacy per-replica split with
       tf.distribute's rule; ``"balanced"`` always uses the balanced split.
     """

@@ -194,7 +194,9 @@ def make_batched_features_dataset(file_pattern, batch_size, features, reader=Non
                                   parser_num_threads=None, sloppy_ordering=False, drop_final_batch=False):
     """``tf.data.experimental.make_batched_features_dataset``: files of serialized ``tf.train.Example``
     (``reader``, default ``TFRecordDataset``) -> batches parsed with ``features`` (a dict of
-    ``FixedLenFeature``/``VarLenFeature``...), as ``features`` or ``(features, label)`` with ``label_key``."""
+    ``FixedLenFeature``/``VarLenFeature``...), as ``features`` or ``(features, label)`` with ``label_key``.
+    ``sloppy_ordering`` is accepted and ignored: the order is always deterministic (sloppy only permits
+    reordering)."""
     what = "make_batched_features_dataset"
     reader = TFRecordDataset if reader is None else reader
     reader_args = list(reader_args or [])
