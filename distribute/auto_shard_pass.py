@@ -8,14 +8,18 @@ it changed in the pass log, so ``explain()`` and the iterator's ``rewrites`` sho
 way: ``experimental_distribute_dataset`` wraps the dataset in an ``AutoShardDataset`` op that its graph
 rewriter expands.
 
-The worker's (count, index) are arguments of the node, so they are part of the graph's fingerprint: a state
-saved by one worker does not restore into another worker's iterator.
+The graph's fingerprint (saved in every iterator state) is the one of the share the node expands to
+(``AutoShard.fingerprint_as``): the same as when distributing rewrote the graph at once, so states saved then
+still restore, and one worker's state is refused by another worker's iterator.
 """
 
 from __future__ import annotations
 
+import weakref
+
 from jaxfeed.pipeline import graph
 from jaxfeed.pipeline.nodes.base import UNKNOWN, Node
+from jaxfeed.pipeline.passes.options_pass import effective_options
 from jaxfeed.pipeline.passes.registry import register
 
 from .auto_sharding import rewrite
@@ -39,6 +43,20 @@ class AutoShard(Node):
 
     def cardinality(self):
         return UNKNOWN  # known only once the policy is applied (at iteration)
+
+    def fingerprint_as(self) -> Node:
+        """The share it expands to under the options attached in its graph (what the pass applies when an
+        iterator is given no options): a worker's states keep the fingerprint they had when distributing a
+        dataset rewrote its graph at once, and workers' fingerprints still differ."""
+        expanded = _expansions.get(self)
+        if expanded is None:
+            expanded = rewrite(self.inputs[0], effective_options(self), self.num_workers, self.index, None,
+                               self.keep_balanced, warn=False)[0]
+            _expansions[self] = expanded
+        return expanded
+
+
+_expansions: "weakref.WeakKeyDictionary[AutoShard, Node]" = weakref.WeakKeyDictionary()  # nodes never change
 
 
 def auto_shard(root: Node, options, log) -> Node:

@@ -100,6 +100,12 @@ class Node:
         list), else None: auto-shard's plan and the graph fingerprint read them."""
         return None
 
+    def fingerprint_as(self) -> "Node":
+        """The graph whose fingerprint stands for this node's: itself, except for a placeholder that a pass
+        expands (auto-shard's ``AutoShard``), which names its expansion, so the states of a graph keep the
+        fingerprint they had before the placeholder existed (``graph.fingerprint``)."""
+        return self
+
     def runs_ahead(self) -> bool:
         """Does it pull from its input on a background thread, ahead of the consumer (a prefetch with a
         buffer)? The determinism rewriter removes such stages above a stateful function."""
