@@ -184,9 +184,10 @@ class Options(_OptionGroup):
         "experimental_slack": (bool, "No effect: a tf.data runtime scheduling hint."),
         "experimental_symbolic_checkpoint": (bool, "No effect: a saved state always holds what an exact "
                                                    "resume needs, buffered elements included."),
-        "experimental_warm_start": (bool, "Start background stages (prefetch, parallel map and interleave, "
-                                          "process map) when the iterator is created, not at the first next: "
-                                          "their first inputs are read then, on the creating thread."),
+        "experimental_warm_start": (bool, "Start background stages (prefetch; parallel map, interleave and "
+                                          "batch; fused map+batch; process map) when the iterator is created, "
+                                          "not at the first next: their first inputs are read then, on the "
+                                          "creating thread."),
         "experimental_statistics": (bool, "Record per-node statistics (default False: zero cost)."),
         "experimental_ignore_errors_record": (bool, "Keep a record of what ignore_errors skipped."),
     }
