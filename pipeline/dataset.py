@@ -127,7 +127,13 @@ class Dataset:
         - ``vectorized=True``: ``map_func`` works on batches as well as on single elements (it is
           elementwise along axis 0), so a following ``batch`` may run it once per batch.
         - ``executor="process"``: run the function in worker processes (for Python code that holds the
-          GIL); ``"thread"`` (default) uses threads. Needs ``num_parallel_calls``.
+          GIL); ``"thread"`` uses threads. Needs ``num_parallel_calls``. Left unset (and
+          ``Options.execution.executor`` too), a map with ``num_parallel_calls=AUTOTUNE`` lets AUTOTUNE
+          choose: a probe of its first elements moves a function that holds the GIL to worker processes and
+          keeps one that releases it (numpy, I/O) on threads -- the elements are the same either way;
+          ``explain()`` and the statistics say which and why. A function whose side effects must happen
+          in this process (appending to a list, counting) says ``stateful=True`` or
+          ``executor="thread"``. Other maps run on threads.
         - ``with_rng=True``: call ``map_func(*element, rng)`` with a ``numpy.random.Generator`` derived from
           (seed, element position): random augmentation that is identical under any parallelism.
         - ``stateful``: declare whether the function keeps hidden state (overrides determinism's

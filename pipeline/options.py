@@ -165,7 +165,8 @@ class ExecutionOptions(_OptionGroup):
     """jaxfeed's own: where parallel ``map`` work runs."""
 
     _fields = {
-        "executor": (str, "'thread' (default) or 'process' for parallel maps that hold the GIL."),
+        "executor": (str, "'thread' or 'process' for parallel maps (unset: threads, or AUTOTUNE's choice "
+                          "for a map with num_parallel_calls=AUTOTUNE and no executor)."),
         "num_workers": (int, "Worker processes for the 'process' executor (default: CPUs)."),
     }
 
