@@ -1,0 +1,32 @@
+"""Dataset.range (docs/tf-behaviour.md)."""
+
+import numpy as np
+import pytest
+
+from jaxfeed.pipeline import Dataset, TensorSpec, errors
+
+
+def values(ds):
+    return [np.asarray(x).tolist() for x in ds]
+
+
+# ---------------------------------------------------------------------------------------------- range
+@pytest.mark.parametrize("args", [(5,), (2, 5), (2, 10, 3), (10, 2, -2), (5, 2), (0,)])
+def test_range_follows_python_range(args):
+    assert values(Dataset.range(*args)) == list(range(*args))
+    assert Dataset.range(*args).cardinality() == len(range(*args))
+
+
+def test_range_is_int64_and_output_type_may_be_float():
+    assert Dataset.range(3).element_spec == TensorSpec((), np.int64)
+    out = list(Dataset.range(3, output_type=np.float32))
+    assert [x.dtype for x in out] == [np.float32] * 3 and values(out) == [0.0, 1.0, 2.0]
+
+
+def test_range_rejects_bad_arguments():
+    with pytest.raises(ValueError):
+        Dataset.range()
+    with pytest.raises(TypeError):
+        Dataset.range(1.5)
+    with pytest.raises(errors.InvalidArgumentError, match="step must be a non-zero"):
+        Dataset.range(0, 5, 0)
