@@ -1,4 +1,5 @@
-"""The Dataset object: immutable and re-iterable, its graph, options, length, and the methods that consume it (get_single_element, reduce, apply)."""
+"""The Dataset object: immutable and re-iterable, its graph, options, length, and the methods that consume it
+(get_single_element, reduce, apply)."""
 
 import numpy as np
 import pytest
@@ -70,3 +71,40 @@ def test_dataset_node_is_the_graph_root_and_read_only():
     assert ds.node.kind == "Map" and ds.node.inputs[0].kind == "Range"
     with pytest.raises(AttributeError):
         ds.node = Dataset.range(1).node
+
+
+def ints(ds):
+    return [int(x) for x in ds]
+
+
+# --------------------------------------------------------------------------------- apply/reduce/single
+def test_apply_returns_the_function_result():
+    assert ints(Dataset.range(5).apply(lambda ds: ds.filter(lambda x: x > 2))) == [3, 4]
+
+
+def test_apply_requires_a_dataset_result():
+    with pytest.raises(TypeError, match="`transformation_func` must return a"):
+        Dataset.range(3).apply(lambda ds: 3)
+
+
+def test_reduce_folds_elements_in_order():
+    assert int(Dataset.range(5).reduce(np.int64(0), lambda s, x: s + x)) == 10
+    assert Dataset.from_tensor_slices(["a", "b"]).reduce(b"", lambda s, x: s + x) == b"ab"
+    assert int(Dataset.range(0).reduce(np.int64(7), lambda s, x: s + x)) == 7
+
+
+def test_reduce_passes_a_tuple_element_whole():
+    assert int(Dataset.range(4).enumerate(10).reduce(np.int64(0), lambda s, pair: s + pair[0])) == 46
+
+
+def test_reduce_state_dtype_must_not_change():
+    with pytest.raises(TypeError):
+        Dataset.range(3).reduce(0, lambda s, x: s + x)
+
+
+def test_get_single_element():
+    assert int(Dataset.range(1).get_single_element()) == 0
+    with pytest.raises(errors.InvalidArgumentError, match="Dataset had more than one element"):
+        Dataset.range(2).get_single_element()
+    with pytest.raises(errors.InvalidArgumentError, match="empty"):
+        Dataset.range(0).get_single_element()
