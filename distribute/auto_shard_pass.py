@@ -31,9 +31,12 @@ class AutoShard(Node):
 
     kind = "AutoShard"
 
-    def __init__(self, input_node: Node, num_workers: int, index: int, keep_balanced: bool = False):
+    def __init__(self, input_node: Node, num_workers: int, index: int, keep_balanced: bool = False,
+                 expansion: Node | None = None):
         super().__init__((input_node,))
         self.num_workers, self.index, self.keep_balanced = int(num_workers), int(index), bool(keep_balanced)
+        if expansion is not None:  # the rewrite already made under the graph's options (not recomputed)
+            _expansions[self] = expansion
 
     def params(self):
         return {"num_workers": self.num_workers, "index": self.index, "keep_balanced": self.keep_balanced}

@@ -73,8 +73,9 @@ class DistributedDataset:
                 root = LegacyRebatch(root, n)
         keep_balanced = options.split == "balanced"
         # decided (and refused, and warned about) now; applied by the auto_shard pass when the graph runs
-        _, decision = auto_sharding.rewrite(root, dataset.options(), w_count, w_index, keep_balanced=keep_balanced)
-        worker_graph = AutoShard(root, w_count, w_index, keep_balanced)
+        share, decision = auto_sharding.rewrite(root, dataset.options(), w_count, w_index,
+                                                keep_balanced=keep_balanced)
+        worker_graph = AutoShard(root, w_count, w_index, keep_balanced, expansion=share)
         cap = -(-b // n) if b > 0 else None
         spec = per_replica_spec(dataset.element_spec, b, n, n > 1)
         dds = cls(feed, [Dataset(worker_graph)], options, True, cap, spec, decision)
