@@ -34,6 +34,16 @@ class Optional:
         return self._value
 
 
+def build_tree(root, ctx, learned: dict):
+    """The iterator tree of the optimized graph ``root`` in ``ctx`` (nothing started). AUTOTUNE knobs start
+    from ``learned``, what the previous iterator of the same Dataset left there, matched by their node's place
+    in the graph (the same Dataset and options give the same graph). Elastic resume builds a worker's tree
+    this way too, so that it holds the same kinds of iterators (a parallel map's executor choice included)."""
+    places = {id(node): i for i, node in enumerate(graph.walk(root))}
+    ctx._shared["autotune_learned"] = (learned, places)
+    return ctx.build(root)
+
+
 def _restore_tree(it, root_state) -> None:
     """``it.set_state(root_state)``; a state that does not fit an iterator (a missing key, a wrong type:
     a state from another jaxfeed version, or edited by hand) is an InvalidArgumentError naming the node."""
@@ -98,11 +108,7 @@ class DatasetIterator:
             state = compatibility.accept(state, dataset._node, self._fingerprint)
             iteration = int(state.get("iteration", 0))  # random stages must use the saved epoch key
         self._ctx = IteratorContext(effective, iteration=(iteration,), stats=stats)
-        # AUTOTUNE knobs start where this Dataset's previous iterator left them, matched by their node's
-        # place in the optimized graph (the same Dataset and options give the same graph)
-        places = {id(node): i for i, node in enumerate(graph.walk(root))}
-        self._ctx._shared["autotune_learned"] = (dataset._learned, places)
-        self._it = self._ctx.build(root)
+        self._it = build_tree(root, self._ctx, dataset._learned)
         if state is not None:
             _restore_tree(self._it, state["root"])
         if effective.experimental_warm_start:

@@ -46,6 +46,7 @@ import numpy as np
 
 from .. import graph, structure
 from ..engine.blocks import Failure
+from ..dataset_iterator import build_tree
 from ..engine.context import IteratorContext
 from ..errors import FailedPreconditionError, InvalidArgumentError
 from ..nodes.dataset_class import dataset_class
@@ -183,7 +184,7 @@ def _delivered(ds, state) -> int:
     still holds. The iterators are built (not started) only to ask them."""
     root, options, _ = run_passes(ds._node)
     ctx = IteratorContext(options)
-    it = ctx.build(root)
+    it = build_tree(root, ctx, {})
     try:
         return _delivered_by(it, state)
     finally:
@@ -200,7 +201,7 @@ def _delivered_by(it, state) -> int:
                 f"elastic resume supports map, batch and prefetch after the shard; {node.label()} is there. "
                 "Put it inside the global dataset.", node.label())
         chain.append((it, state))
-        it, state = it.children()[0], state["input"]
+        it, state = it.input, state["input"]  # a one-input stage's input, whose state nests under "input"
     passed = it.delivered(state)
     batches = sum(t.node.batches_of() is not None for t, _ in chain)
     if batches > 1:
