@@ -31,7 +31,9 @@ from dataclasses import dataclass
 from . import autotune
 
 WARM_SECONDS = 0.0002  # the warm-up on the consumer's thread: long enough for a time-per-call estimate
-MAX_WARM = 255  # elements in the warm-up at most (1 + 2 + ... + 128: doubling chunks)
+MAX_WARM = 255  # elements in the warm-up at most (1 + 2 + ... + 128: doubling chunks; the last one is judged,
+# so the first call's one-off costs are not)
+SLOW_CALL = 0.01  # a first call this slow is judged alone: a few such calls dwarf the probe's thread start-up
 PROBE_SECONDS = 0.001  # the two-thread probe's length: thread start-up (~0.1 ms) is a small part of it, and
 # the first batch (made of the probe's results) is not much later than without a probe
 MAX_PROBE = 4096  # elements in the probe at most
@@ -178,7 +180,7 @@ def probe(run, elements: list, position: int, solo: float, clock=time.perf_count
             raised.append(e)
             ready.abort()
 
-    helper = threading.Thread(target=work, args=(1,), name="jaxfeed-map-probe", daemon=True)
+    helper = threading.Thread(target=work, args=(1,), name="jaxfeed-probe", daemon=True)
     helper.start()
     work(0)
     helper.join()

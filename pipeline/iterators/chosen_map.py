@@ -56,8 +56,9 @@ class _Chooser(Iterator):
         self.input = ctx.build(map_node.inputs[0])
         self._seeds = node_seeds(map_node)
         self.executor_decision: Decision | None = None  # None until decided
-        self._executor = "thread"  # what the inner iterator runs on
-        self._inner, self._stage = self._build("thread")
+        self._remembered = executor_choice.remembered(ctx, node)  # an earlier iterator's decision: no probe
+        self._executor = self._remembered.executor if self._remembered is not None else "thread"
+        self._inner, self._stage = self._build(self._executor)  # what the inner iterator runs on
 
     # ------------------------------------------------------------------ subclass hooks
     def _build(self, executor):
@@ -76,7 +77,7 @@ class _Chooser(Iterator):
     def _decide(self):
         if self.executor_decision is not None:
             return
-        decision = executor_choice.remembered(self.ctx, self.node)
+        decision = self._remembered
         position, results = 0, []
         if decision is None:
             results, position, decision, ended = self._run_probe()
@@ -107,25 +108,28 @@ class _Chooser(Iterator):
         """(results, position after them, decision, whether the input ended or failed): a warm-up on this
         thread, in doubling chunks, estimates the time per call; then the two-thread probe measures."""
         results, position, step = [], 0, 1
-        wall = cpu = 0.0  # of the warm-up's calls (not of reading the input)
+        total = 0.0  # wall seconds of the warm-up's calls (not of reading the input)
         while True:
             block, error = _take(self.input, step)
             t0, c0 = self.clock(), self.cpu_clock()
             results += self._run(block, position)
-            wall, cpu = wall + self.clock() - t0, cpu + self.cpu_clock() - c0
+            wall, cpu = self.clock() - t0, self.cpu_clock() - c0  # of this chunk: the last one is judged
+            total += wall  # (the first call may pay one-off costs: imports, caches)
             position += len(block)
             if error is not None:
                 return results + [Failure(error)], position, Decision(
                     "thread", "the input failed before the probe measured"), True
             if len(block) < step:
                 return results, position, Decision("thread", "the input ended within the probe"), True
-            if wall >= executor_choice.WARM_SECONDS or position >= executor_choice.MAX_WARM:
+            if (total >= executor_choice.WARM_SECONDS and (step > 1 or wall >= executor_choice.SLOW_CALL)
+                    or position >= executor_choice.MAX_WARM):
                 break
             step *= 2
-        quick = executor_choice.too_cheap(wall / position)
+        per_call = wall / len(block)
+        quick = executor_choice.too_cheap(per_call)
         if quick is not None:
             return results, position, quick, False
-        n = int(executor_choice.PROBE_SECONDS / max(wall / position, 1e-9))
+        n = int(executor_choice.PROBE_SECONDS / max(per_call, 1e-9))
         n = self._probe_size(position, max(2, min(executor_choice.MAX_PROBE, n)))
         block, error = _take(self.input, n)
         measured = None
