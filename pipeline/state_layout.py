@@ -110,6 +110,7 @@ def known_varying():
     from .nodes.interleave import Interleave
     from .nodes.map import Map
     from .nodes.shuffle import Shuffle
+    from .nodes.unique import Unique
 
     return [
         (lambda node, options: isinstance(node, Cache), lambda c: "mode" in c.own_keys,
@@ -123,6 +124,8 @@ def known_varying():
          "read, which may be another pipeline for each element (inherent, not a format defect)"),
         (lambda node, options: isinstance(node, Shuffle), lambda c: bool(c.trail) and c.trail[-1][1] == "buffer",
          "shuffle over indices: the buffer is saved as a list until it first fills, as an int64 array after"),
+        (lambda node, options: isinstance(node, Unique), lambda c: "seen_tensors" in c.own_keys,
+         "unique: 'seen_tensors' (non-scalar values seen) appears only once a non-scalar value has been seen"),
         (lambda node, options: isinstance(node, Map) and executor_choice.chooses(node, options),
          lambda c: "executor" in c.own_keys,
          "map(...).batch(...) whose executor AUTOTUNE chooses: the fused thread stage's state before the "
