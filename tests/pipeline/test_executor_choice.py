@@ -184,13 +184,31 @@ def fused(executor=None, n=300, size=16, drop=False):
             .batch(size, drop_remainder=drop).with_options(opts()))
 
 
-@pytest.mark.parametrize("make", [unfused, fused], ids=["map", "map+batch"])
+def batch_not_fused(executor=None, n=300):
+    """A batch over the map as a stage of its own (it takes stacked rows from a process map's workers)."""
+    return (Dataset.range(n).map(pair, num_parallel_calls=AUTOTUNE, executor=executor).batch(16)
+            .with_options(opts(fusion=False)))
+
+
+@pytest.mark.parametrize("make", [unfused, fused, batch_not_fused], ids=["map", "map+batch", "map, batch"])
 @pytest.mark.parametrize("m,executor", [(HOLDS, "process"), (RELEASES, "thread")], ids=["holds", "releases"])
 def test_the_elements_are_the_same_whichever_executor_is_chosen(measured, make, m, executor):
     measured(m)
-    got, it = as_list(make())
-    assert it.executor_decision.executor == executor
+    with iter(make()) as it:
+        got = list(it)
+        chosen = [s for s in _stages(it) if getattr(s, "executor_decision", None) is not None]
+    assert [s.executor_decision.executor for s in chosen] == [executor]
     assert_elements_equal(got, plain(make))
+
+
+def _stages(it):
+    todo, out = [it._it], []
+    while todo:
+        s = todo.pop()
+        s = getattr(s, "inner", s)
+        out.append(s)
+        todo += [c for c in s.children() if c is not None]
+    return out
 
 
 def test_a_chosen_process_map_delivers_the_probes_results_first_then_the_workers(measured):
