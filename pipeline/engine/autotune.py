@@ -36,7 +36,9 @@ the number of a process map's workers given tasks):
 A tuner that is never told deliveries (``tick()`` with no count) has no rate to judge by and keeps every
 step it takes: the knob rises while the consumer waits, as in step 2, and never goes down.
 
-Budgets: parallelism is at most ``Options.autotune.cpu_budget`` (default: the CPUs this process may use);
+Budgets: parallelism is at most ``Options.autotune.cpu_budget`` (default: the CPUs this process may use)
+and, for a thread stage, ``Options.threading.private_threadpool_size`` (``pool.stage_threads``: a stage's
+``maximum`` comes capped; a process map's workers are not threads and are not capped);
 a prefetch buffer (``prefetch.py``, which sizes itself from its consumer's waits, not with a ``Tuner``)
 holds at most ``Options.autotune.ram_budget`` bytes (default: half the machine's memory) estimated from
 the size of the elements seen. ``Options.autotune.enabled = False`` pins every knob at its budget
