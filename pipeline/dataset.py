@@ -352,11 +352,14 @@ class Dataset:
         return graph.describe(self._node)
 
     def explain(self, options: Options | None = None) -> str:
-        """The graph as it will run: the rewritten tree, then what each pass changed and why."""
+        """The graph as it will run: the rewritten tree, then what each pass changed and why, and the
+        executors AUTOTUNE chose for parallel maps once an iterator ran them."""
+        from .engine.executor_choice import chosen_executors
         from .passes import run_passes
 
         root, _, log = run_passes(self._node, options)
-        return f"{graph.describe(root)}\n\nRewrites:\n{log}"
+        chosen = chosen_executors(self._learned, root)
+        return f"{graph.describe(root)}\n\nRewrites:\n{log}" + (f"\n\nChosen when run:\n{chosen}" if chosen else "")
 
     def fingerprint(self) -> str:
         return graph.fingerprint(self._node)

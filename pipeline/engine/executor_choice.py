@@ -229,6 +229,19 @@ def remembered(ctx, node) -> Decision | None:
     return None if slot is None else slot[0].get(slot[1] + ("executor",))
 
 
+def chosen_executors(learned: dict, root) -> str:
+    """The decisions a Dataset's iterators made (``learned``: ``Dataset._learned``) for the stages of its
+    optimized graph ``root``, one line each (``Dataset.explain``); "" when none was made yet."""
+    from .. import graph
+
+    lines = []
+    for place, node in enumerate(graph.walk(root)):
+        decision = learned.get((place, node.kind, "executor"))
+        if decision is not None:
+            lines.append(f"executor of {node.label()}: {decision}")
+    return "\n".join(lines)
+
+
 def remember(ctx, node, decision: Decision) -> None:
     slot = autotune.learned_slot(ctx, node)
     if slot is not None:
