@@ -1,4 +1,4 @@
-"""Thread-parallel map, prefetch and AUTOTUNE."""
+"""AUTOTUNE: the tuner's judgement (fake clocks) and what it does to a thread-parallel map and a prefetch."""
 
 import threading
 import time
@@ -8,7 +8,6 @@ import pytest
 
 from jaxfeed.pipeline import AUTOTUNE, Dataset, Options
 from jaxfeed.pipeline.engine import autotune
-from jaxfeed.pipeline.testing import assert_resumes_everywhere
 
 
 class FakeClock:
@@ -270,35 +269,6 @@ def test_autotune_disabled_pins_parallelism_at_the_budget():
     assert root_iterator(it).parallelism == 3
 
 
-def test_parallel_map_bounds_blocks_in_flight():
-    started = []
-    gate = threading.Event()
-
-    def blocked(x):
-        if x == 0:  # the first call runs on the consumer, before the pool starts
-            return x
-        started.append(int(x))
-        gate.wait(5)
-        return x
-
-    it = iter(Dataset.range(10_000).map(blocked, num_parallel_calls=2).with_options(budget()))
-    assert int(next(it)) == 0
-    t = threading.Thread(target=lambda: next(it), daemon=True)
-    t.start()
-    while len(started) < 2:
-        time.sleep(0.001)
-    time.sleep(0.05)  # give an unbounded dispatcher the chance to misbehave (not a threshold on our speed)
-    gate.set()
-    t.join(5)
-    assert len(root_iterator(it)._inflight) <= 4
-    it.close()
-
-
-def test_parallel_map_resumes_with_blocks_in_flight():
-    assert_resumes_everywhere(lambda: Dataset.range(30).map(lambda x: x * 2, num_parallel_calls=3)
-                              .with_options(budget()), ks=[0, 1, 7, 29, 30])
-
-
 # ----------------------------------------------------------------------------------- prefetch
 class ProducerGate:
     """Decides, instead of the machine's speed, when the prefetch producer gets ahead of its consumer.
@@ -372,7 +342,6 @@ def test_a_step_up_that_makes_things_clearly_worse_is_taken_back_at_once(one_tic
     assert tuner.value == 1 and tuner.reverts == 1
 
 
-
 def test_a_window_lasts_until_it_holds_several_deliveries():
     # one batch per 25 ms (P4's batches take ~18 ms): a 20 ms window would hold zero or one of them, a rate of
     # mostly quantisation. The window runs on until MIN_DELIVERIES batches came.
@@ -383,6 +352,7 @@ def test_a_window_lasts_until_it_holds_several_deliveries():
         tuner.waited(0.02)
         tuner.tick(128)
         assert tuner._windows == k // autotune.MIN_DELIVERIES
+
 
 def test_a_stalled_stage_is_still_judged():
     # no deliveries at all (the consumer waits on a stage that never finishes a block): the window closes at
