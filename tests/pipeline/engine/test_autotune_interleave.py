@@ -80,7 +80,7 @@ def test_autotuned_interleave_yields_exactly_the_sequential_order(cycle, block):
 
 
 def test_autotuned_interleave_keeps_the_order_while_parallelism_rises(monkeypatch):
-    # the tuner's judgement is tested on its own (test_engine_threads.py); here it is made to step up at
+    # the tuner's judgement is tested on its own (engine/test_autotune.py); here it is made to step up at
     # every tick, so the order is checked while parallelism really changes
     def step_up(self, delivered=0):
         self.value = min(self.maximum, self.value + 1)
