@@ -37,9 +37,12 @@ SLOW_CALL = 0.01  # a first call this slow is judged alone: a few such calls dwa
 PROBE_SECONDS = 0.001  # the two-thread probe's length: thread start-up (~0.1 ms) is a small part of it, and
 # the first batch (made of the probe's results) is not much later than without a probe
 MAX_PROBE = 4096  # elements in the probe at most
-MIN_CALL_SECONDS = 2e-6  # a call this cheap costs less than its element's trip to a worker process and back
-TRANSFER_FACTOR = 3  # a call must cost this many times the measured trip (the consumer pays the trip on
-# the CPU the workers need: on 2 cores a worker gains little over a thread unless its calls dwarf it)
+TRIP_SECONDS = 2e-6  # CPU an element's trip to a worker process and back costs beyond its call, small
+# elements (P5's lines: 1.5 us on the consumer -- pickling the block, receiving, joining the batch -- and
+# ~1 us in the worker; measured with psutil on 2 cores): processes only pay for calls well above it
+TRANSFER_FACTOR = 2  # ...plus this many times the measured pickling both ways (big elements are copied
+# through the pipe or the slab as well as pickled)
+MIN_GAIN = 1.25  # the speed-up processes must promise over one core: (calls x CPUs) / (calls + trips)
 GIL_CORES = 1.4  # ``Measurement.scaling`` above which the function runs in parallel on threads (1.0 when
 # it holds the GIL, plus some of the thread start-up; 2.0 when it releases it, on a machine with 2 cores free)
 BUSY_CORES = 0.5  # CPU/wall on one thread below which the calls mostly wait (sleep, I/O): threads overlap
@@ -100,10 +103,12 @@ def decide(m: Measurement, cpus: int, remaining: int | None = None) -> Decision:
     ratio = f"cpu/wall {m.cores:.2f} on {m.threads} threads, {m.solo:.2f} on 1"
     if m.scaling >= GIL_CORES:
         return Decision("thread", f"function releases the GIL: {ratio}")
-    floor = max(MIN_CALL_SECONDS, TRANSFER_FACTOR * m.transfer)
-    if m.per_call < floor:
+    trip = TRIP_SECONDS + TRANSFER_FACTOR * m.transfer
+    gain = m.per_call * cpus / (m.per_call + trip)
+    if gain < MIN_GAIN:
         return Decision("thread", f"too cheap to hand to processes: {_us(m.per_call)} of CPU per call, "
-                                  f"{_us(m.transfer)} to move an element and its result")
+                                  f"~{_us(trip)} to move an element there and back ({gain:.2f}x on {cpus} "
+                                  f"CPUs at best)")
     if remaining is not None and remaining * m.per_call < START_FACTOR * START_SECONDS:
         return Decision("thread", f"too little work left to start processes: {remaining} elements x "
                                   f"{_us(m.per_call)}")
@@ -113,7 +118,7 @@ def decide(m: Measurement, cpus: int, remaining: int | None = None) -> Decision:
 def too_cheap(per_call_wall: float) -> Decision | None:
     """The decision after the warm-up alone, when its calls are far too cheap for processes to pay: no
     two-thread probe needed (it would only cost time)."""
-    if per_call_wall < MIN_CALL_SECONDS / 2:
+    if per_call_wall < TRIP_SECONDS / 2:
         return Decision("thread", f"too cheap to hand to processes: {_us(per_call_wall)} per call")
     return None
 

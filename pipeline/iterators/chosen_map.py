@@ -109,23 +109,28 @@ class _Chooser(Iterator):
         thread, in doubling chunks, estimates the time per call; then the two-thread probe measures."""
         results, position, step = [], 0, 1
         total = 0.0  # wall seconds of the warm-up's calls (not of reading the input)
+        per_call, solo = float("inf"), 0.0  # the best chunk's: being descheduled only ever adds wall time
+        judged = 0  # chunks measured (two at least, unless a call is slow: a busy machine deschedules us)
         while True:
             block, error = _take(self.input, step)
             t0, c0 = self.clock(), self.cpu_clock()
             results += self._run(block, position)
-            wall, cpu = self.clock() - t0, self.cpu_clock() - c0  # of this chunk: the last one is judged
-            total += wall  # (the first call may pay one-off costs: imports, caches)
+            wall, cpu = self.clock() - t0, self.cpu_clock() - c0
+            total += wall
             position += len(block)
             if error is not None:
                 return results + [Failure(error)], position, Decision(
                     "thread", "the input failed before the probe measured"), True
             if len(block) < step:
                 return results, position, Decision("thread", "the input ended within the probe"), True
-            if (total >= executor_choice.WARM_SECONDS and (step > 1 or wall >= executor_choice.SLOW_CALL)
-                    or position >= executor_choice.MAX_WARM):
+            slow = wall >= executor_choice.SLOW_CALL * len(block)
+            if step > 1 or slow:  # (a first call may pay one-off costs: imports, caches)
+                per_call = min(per_call, wall / len(block))
+                solo = max(solo, cpu / wall if wall > 0 else 0.0)
+                judged += 1
+            if total >= executor_choice.WARM_SECONDS and (judged >= 2 or slow) or position >= executor_choice.MAX_WARM:
                 break
             step *= 2
-        per_call = wall / len(block)
         quick = executor_choice.too_cheap(per_call)
         if quick is not None:
             return results, position, quick, False
@@ -134,7 +139,6 @@ class _Chooser(Iterator):
         block, error = _take(self.input, n)
         measured = None
         if len(block) >= 2:
-            solo = cpu / wall if wall > 0 else 0.0
             mapped, measured = self.probe(self._run_block, block, position, solo, self.clock, self.cpu_clock)
         else:
             mapped = self._run(block, position)

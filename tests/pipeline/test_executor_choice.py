@@ -58,10 +58,12 @@ def test_a_function_that_waits_stays_on_threads():
 
 
 def test_a_call_cheaper_than_its_trip_to_a_worker_stays_on_threads():
-    d = decide(gil_bound(per_call=executor_choice.MIN_CALL_SECONDS / 2), cpus=2)
-    assert d.executor == "thread" and d.reason.startswith("too cheap to hand to processes")
-    d = decide(gil_bound(per_call=20e-6, transfer=10e-6), cpus=2)  # big elements: the trip costs more
-    assert d.executor == "thread" and "10.00 us to move an element" in d.reason
+    d = decide(gil_bound(per_call=3e-6, transfer=0.0), cpus=2)  # 2 x 3 / (3 + 2) us: 1.2x at best
+    assert d == Decision("thread", "too cheap to hand to processes: 3.00 us of CPU per call, ~2.00 us to move "
+                                   "an element there and back (1.20x on 2 CPUs at best)")
+    assert decide(gil_bound(per_call=3e-6, transfer=0.0), cpus=4).executor == "process"  # 2.4x on 4 CPUs
+    d = decide(gil_bound(per_call=20e-6, transfer=10e-6), cpus=2)  # big elements: their trip costs more
+    assert d.executor == "thread" and "~22.00 us to move an element" in d.reason
 
 
 def test_one_cpu_stays_on_threads():
