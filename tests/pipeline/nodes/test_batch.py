@@ -2,15 +2,12 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from jaxfeed.pipeline import Dataset, Options, TensorSpec, errors
 from jaxfeed.pipeline.dataset import INFINITE_CARDINALITY
 
-
-def values(ds):
-    return [np.asarray(x).tolist() for x in ds]
+from node_test_helpers import values
 
 
 def test_batched_records_stay_whole_bytes_objects():

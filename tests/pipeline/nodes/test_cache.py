@@ -12,9 +12,7 @@ import pytest
 from jaxfeed.pipeline import Dataset, errors
 from jaxfeed.pipeline.testing import assert_elements_equal, assert_resumes_everywhere
 
-
-def values(ds):
-    return [np.asarray(x).tolist() for x in ds]
+from node_test_helpers import values
 
 
 class Counted:

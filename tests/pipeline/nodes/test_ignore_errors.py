@@ -8,9 +8,7 @@ import pytest
 from jaxfeed.pipeline import Dataset, Options, TensorSpec, errors
 from jaxfeed.pipeline.testing import assert_resumes_everywhere
 
-
-def ints(ds):
-    return [int(x) for x in ds]
+from node_test_helpers import ints
 
 
 def fail_on(*bad):

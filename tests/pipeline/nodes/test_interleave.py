@@ -14,9 +14,7 @@ from jaxfeed.pipeline.iterators.parallel_interleave import READ_DEPTH
 from jaxfeed.pipeline.nodes.interleave import DEFAULT_CYCLE_LENGTH
 from jaxfeed.pipeline.testing import assert_resumes_everywhere
 
-
-def values(ds):
-    return [np.asarray(x).tolist() for x in ds]
+from node_test_helpers import values
 
 
 def repeated(x):

@@ -5,9 +5,7 @@ import pytest
 
 from jaxfeed.pipeline import AUTOTUNE, Dataset, errors
 
-
-def values(ds):
-    return [np.asarray(x).tolist() for x in ds]
+from node_test_helpers import values
 
 
 # ---------------------------------------------------------------------------------------------- map

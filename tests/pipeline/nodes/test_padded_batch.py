@@ -7,9 +7,7 @@ from hypothesis import given, settings, strategies as st
 from jaxfeed.pipeline import Dataset, TensorSpec, errors
 from jaxfeed.pipeline.testing import assert_resumes_everywhere
 
-
-def values(ds):
-    return [np.asarray(x).tolist() for x in ds]
+from node_test_helpers import values
 
 
 def sequences(n=6, start=1):

@@ -1,13 +1,10 @@
 """prefetch (docs/tf-behaviour.md)."""
 
-import numpy as np
 import pytest
 
 from jaxfeed.pipeline import AUTOTUNE, Dataset, errors
 
-
-def values(ds):
-    return [np.asarray(x).tolist() for x in ds]
+from node_test_helpers import values
 
 
 # ----------------------------------------------------------------------------------------- prefetch

@@ -9,9 +9,7 @@ from jaxfeed.pipeline.dataset import UNKNOWN_CARDINALITY
 from jaxfeed.pipeline.engine.rows import regroup
 from jaxfeed.pipeline.testing import assert_resumes_everywhere
 
-
-def values(ds):
-    return [np.asarray(x).tolist() for x in ds]
+from node_test_helpers import values
 
 
 # --------------------------------------------------------------------------------------------- rebatch

@@ -1,13 +1,9 @@
 """repeat (docs/tf-behaviour.md)."""
 
-import numpy as np
-
 from jaxfeed.pipeline import Dataset
 from jaxfeed.pipeline.dataset import INFINITE_CARDINALITY
 
-
-def values(ds):
-    return [np.asarray(x).tolist() for x in ds]
+from node_test_helpers import values
 
 
 def test_repeat_counts_and_empty_forever_terminates():

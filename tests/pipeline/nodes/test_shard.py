@@ -1,13 +1,10 @@
 """shard (docs/tf-behaviour.md)."""
 
-import numpy as np
 import pytest
 
 from jaxfeed.pipeline import Dataset, errors
 
-
-def values(ds):
-    return [np.asarray(x).tolist() for x in ds]
+from node_test_helpers import values
 
 
 # -------------------------------------------------------------------------------------------- shard

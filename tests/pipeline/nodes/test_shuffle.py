@@ -8,9 +8,7 @@ from jaxfeed.pipeline import Dataset, errors
 from jaxfeed.pipeline.dataset import UNKNOWN_CARDINALITY
 from jaxfeed.pipeline.testing import assert_resumes_everywhere
 
-
-def values(ds):
-    return [np.asarray(x).tolist() for x in ds]
+from node_test_helpers import values
 
 
 # ------------------------------------------------------------------------------------------ shuffle

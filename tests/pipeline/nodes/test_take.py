@@ -1,13 +1,9 @@
 """take and skip (docs/tf-behaviour.md)."""
 
-import numpy as np
-
 from jaxfeed.pipeline import Dataset
 from jaxfeed.pipeline.dataset import INFINITE_CARDINALITY
 
-
-def values(ds):
-    return [np.asarray(x).tolist() for x in ds]
+from node_test_helpers import values
 
 
 # -------------------------------------------------------------------------------- take, skip, repeat

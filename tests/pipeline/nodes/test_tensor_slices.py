@@ -7,9 +7,7 @@ import pytest
 
 from jaxfeed.pipeline import Dataset, TensorSpec
 
-
-def values(ds):
-    return [np.asarray(x).tolist() for x in ds]
+from node_test_helpers import values
 
 
 # ------------------------------------------------------------------------------------- tensor slices

@@ -7,9 +7,7 @@ from jaxfeed.pipeline import Dataset
 from jaxfeed.pipeline.dataset import UNKNOWN_CARDINALITY
 from jaxfeed.pipeline.testing import assert_resumes_everywhere
 
-
-def ints(ds):
-    return [int(x) for x in ds]
+from node_test_helpers import ints
 
 
 # ---------------------------------------------------------------------------------------------- unique

@@ -9,14 +9,7 @@ from jaxfeed.pipeline import Dataset, TensorSpec
 from jaxfeed.pipeline.dataset import INFINITE_CARDINALITY, UNKNOWN_CARDINALITY
 from jaxfeed.pipeline.testing import assert_elements_equal, assert_resumes_everywhere
 
-
-def ints(ds):
-    return [int(x) for x in ds]
-
-
-def streaming(ds):
-    """The same elements through a node that is not random-access."""
-    return ds.filter(lambda *_: True)
+from node_test_helpers import ints, streaming
 
 
 # ------------------------------------------------------------------------------------------------- zip
