@@ -6,8 +6,10 @@ import time
 import numpy as np
 import pytest
 
-from jaxfeed.pipeline import AUTOTUNE, Dataset, Options
+from jaxfeed.pipeline import AUTOTUNE, Dataset
 from jaxfeed.pipeline.engine import autotune
+
+from engine_test_helpers import budget, root_iterator, slow
 
 
 class FakeClock:
@@ -16,25 +18,6 @@ class FakeClock:
 
     def __call__(self):
         return self.now
-
-
-def budget(cpus=None, ram=None, enabled=None):
-    opts = Options()
-    opts.autotune.cpu_budget = cpus
-    opts.autotune.ram_budget = ram
-    opts.autotune.enabled = enabled
-    opts.experimental_optimization.map_and_batch_fusion = False
-    return opts
-
-
-def slow(x):
-    time.sleep(0.002)
-    return x
-
-
-def root_iterator(it):
-    inner = it._it
-    return getattr(inner, "inner", inner)
 
 
 # ------------------------------------------------------------------------------------ the tuner

@@ -12,6 +12,8 @@ from jaxfeed.pipeline.iterators import parallel_interleave
 from jaxfeed.pipeline.iterators.parallel_interleave import ParallelInterleaveIterator
 from jaxfeed.pipeline.testing import assert_resumes_everywhere
 
+from engine_test_helpers import root_iterator
+
 
 class SteppingClock:
     """A fake clock that moves one tuning window per reading: every measured wait is one window long and
@@ -50,11 +52,6 @@ def slow_inner(x):
         return x * 100 + v
 
     return Dataset.range(4).map(read)
-
-
-def root_iterator(it):
-    inner = it._it
-    return getattr(inner, "inner", inner)
 
 
 def readers():

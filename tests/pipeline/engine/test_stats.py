@@ -1,23 +1,18 @@
 """Statistics: zero cost when off, per-node counts and the bottleneck when on."""
 
-import time
-
 import pytest
 
 from jaxfeed.pipeline import Dataset, Options, errors
 from jaxfeed.pipeline.stats import _Timed
 from jaxfeed.pipeline.testing import assert_resumes_everywhere
 
+from engine_test_helpers import slow
+
 
 def with_stats(ds):
     opts = Options()
     opts.experimental_statistics = True
     return ds.with_options(opts)
-
-
-def slow(x):
-    time.sleep(0.002)
-    return x
 
 
 def test_statistics_off_leaves_iterators_unwrapped():

@@ -3,22 +3,10 @@
 import threading
 import time
 
-from jaxfeed.pipeline import Dataset, Options
+from jaxfeed.pipeline import Dataset
 from jaxfeed.pipeline.testing import assert_resumes_everywhere
 
-
-def budget(cpus=None, ram=None, enabled=None):
-    opts = Options()
-    opts.autotune.cpu_budget = cpus
-    opts.autotune.ram_budget = ram
-    opts.autotune.enabled = enabled
-    opts.experimental_optimization.map_and_batch_fusion = False
-    return opts
-
-
-def root_iterator(it):
-    inner = it._it
-    return getattr(inner, "inner", inner)
+from engine_test_helpers import budget, root_iterator
 
 
 def test_parallel_map_bounds_blocks_in_flight():
