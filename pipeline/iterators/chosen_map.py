@@ -96,6 +96,8 @@ class _Chooser(Iterator):
         self._switch(decision.executor)
         self.executor_decision = decision
         self._stage.resume_after(position, results, self._seeds)
+        if decision.executor == "process":  # this thread maps on while they start: no wait for them
+            self._stage.start_in_background()
 
     def _run(self, block, position):
         if not block:

@@ -3,7 +3,9 @@
 - Workers start at the first ``next`` (forkserver, so a process with threads is never forked), one pipe
   each, and receive the cloudpickled function once. Tasks are blocks of input elements, sized so one
   task takes about ``TARGET_TASK_SECONDS`` (a pipe round trip costs ~100 us); each worker holds at most
-  ``DEPTH`` tasks.
+  ``DEPTH`` tasks. A map that AUTOTUNE moved here from threads (``iterators/chosen_map.py``) starts its
+  workers on a thread of their own instead (``start_in_background``) and maps on the consumer's thread
+  until they are up.
 - Results come back pickled, big numpy leaves through a reusable slab (``shared_memory.SlabPool``).
 - Failures in the function arrive in their element's slot, with their type. A worker that dies is noticed
   while waiting (its process sentinel is waited on with the pipes): ``WorkerDiedError`` names it.
@@ -36,9 +38,9 @@ from ..errors import WorkerDiedError
 from ..options import effective_deterministic
 from ..engine import autotune
 from ..engine.pool import thread_cap
-from ..engine.blocks import Delivery, DeliveringIterator, Failure, StackedDelivery
-from .base import count_held
-from .map import node_seeds
+from ..engine.blocks import Delivery, DeliveringIterator, Failure, StackedDelivery, apply_block
+from .base import count_held, finalizing
+from .map import node_seeds, rng_factory
 from ..engine.shared_memory import SlabPool, unpack_leaves
 from ..engine.worker import STACKED
 
@@ -48,6 +50,7 @@ TARGET_TASK_SECONDS = 0.008  # per task: the consumer's cost per task (pickle th
 # CPU the workers lack on a small machine; 8 ms tasks made P5 ~10% faster than 4 ms on 2 cores (16 ms: no better)
 MAX_BLOCK = 1024
 DEPTH = 2  # tasks in flight per worker: one running, one queued behind it
+HERE_SECONDS = 0.002  # a block mapped on the consumer's thread while the workers start (start_in_background)
 POLL_SECONDS = 0.5  # how often a waiting consumer re-checks that its workers live
 JOIN_SECONDS = 2.0
 STOP_SECONDS = 0.1
@@ -186,6 +189,43 @@ class _Pool:
         self.slabs.close()
 
 
+class _Starting:
+    """Worker processes being started on a thread of their own (``start_in_background``) while the consumer
+    maps on its own thread. It holds no reference to the iterator, so a finalizer can wait for it and close
+    what it started."""
+
+    def __init__(self, fn, label: str, n: int):
+        self.pool, self.error = None, None
+        self.thread = threading.Thread(target=self._run, args=(fn, label, n), name="jaxfeed-map-start",
+                                       daemon=True)
+        self.thread.start()
+
+    def _run(self, fn, label, n):
+        try:
+            self.pool = _Pool(fn, label, n)
+        except BaseException as e:  # noqa: BLE001 - raised on the consumer's thread by take()
+            self.error = e
+
+    def started(self) -> bool:
+        return not self.thread.is_alive()
+
+    def take(self) -> _Pool:
+        """The started pool (waiting for it); the start's error, if it failed."""
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.pool
+
+    def discard(self) -> None:
+        """Wait for the start, then stop what it started (never while the interpreter finalizes: the
+        thread may be stopped for good, see ``base.finalizing``)."""
+        if finalizing():
+            return
+        self.thread.join()
+        if self.pool is not None:
+            self.pool.close()
+
+
 class ProcessMapIterator(DeliveringIterator):
     stacks_rows = True  # workers stack failure-free blocks (worker.STACKED)
     # The tuner's clock, also timing the consumer's waits it is told about: tests put a fake one here, so
@@ -223,12 +263,54 @@ class ProcessMapIterator(DeliveringIterator):
         self._seeds = node_seeds(node)
         self._dead: WorkerDiedError | None = None
         self.work_seconds = 0.0  # function time measured in the workers (statistics)
+        self._starting: _Starting | None = None  # see start_in_background
+        self._here_block = 1  # elements mapped on the consumer's thread at a time while the workers start
 
     # ------------------------------------------------------------------ workers
     def _start(self):
-        self._pool = _Pool(self.node.map_func, self._label, self.workers)
+        if self._starting is not None:  # started in the background: wait for it to finish
+            starting, self._starting = self._starting, None
+            self._finalizer.detach()
+            self._finalizer = None
+            try:
+                self._pool = starting.take()
+            except BaseException:
+                starting.discard()
+                raise
+        else:
+            self._pool = _Pool(self.node.map_func, self._label, self.workers)
         self._finalizer = weakref.finalize(self, _Pool.close, self._pool)
         self.ctx.on_close(self._finalizer)
+
+    def start_in_background(self) -> None:
+        """Start the workers on a thread of their own (30 ms, 0.5 s the first time: a forkserver starts):
+        until they are up, blocks are mapped on the consumer's thread, in order, instead of waiting for them.
+        For a map that AUTOTUNE moved to processes (``iterators/chosen_map.py``), which was running on this
+        process's threads a moment ago; an explicit ``executor="process"`` runs every call in a worker."""
+        if self._pool is None and self._starting is None:
+            self._starting = _Starting(self.node.map_func, self._label, self.workers)
+            self._finalizer = weakref.finalize(self, _Starting.discard, self._starting)
+            self.ctx.on_close(self._finalizer)
+
+    def _map_here(self) -> bool:
+        """Map the next block on this thread (the workers are still starting); False at the input's end."""
+        try:
+            block = self.input.next_many(self._here_block)
+        except Exception as e:  # noqa: BLE001 - an upstream error is delivered in its place
+            self._ready = Delivery([Failure(e)], True)
+            return True
+        if not block:
+            self._input_done = True
+            return False
+        t0 = time.perf_counter()
+        results, failed = apply_block(self.node.map_func, block, type(block[0]) is tuple, self._label,
+                                      self._position, rng_factory(self._seeds, self.ctx.iteration))
+        seconds = time.perf_counter() - t0
+        self.work_seconds += seconds
+        self._here_block = max(1, min(MAX_BLOCK, int(HERE_SECONDS * len(block) / max(seconds, 1e-9))))
+        self._position += len(block)
+        self._ready = Delivery(results, failed)
+        return True
 
     def start_ahead(self):
         """Start the worker processes and submit the first tasks now."""
@@ -334,6 +416,8 @@ class ProcessMapIterator(DeliveringIterator):
     def _refill(self) -> bool:
         if self._dead is not None:
             raise self._dead
+        if self._starting is not None and not self._starting.started() and not self._inflight:
+            return self._map_here()  # (at the input's end, no need to wait for workers at all)
         self._fill()
         if not self._inflight:
             return False
@@ -395,7 +479,7 @@ class ProcessMapIterator(DeliveringIterator):
         """Stop the workers (answers in flight are dropped with them) and forget the tasks."""
         if self._finalizer is not None:
             self._finalizer()
-        self._pool = self._finalizer = None
+        self._pool = self._finalizer = self._starting = None
         self._inflight.clear()
         self._by_id.clear()
         self._load = [0] * self.workers

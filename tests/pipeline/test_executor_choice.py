@@ -223,6 +223,41 @@ def test_a_chosen_process_map_delivers_the_probes_results_first_then_the_workers
     assert_elements_equal(got, [tokens(x) for x in range(400)])
 
 
+def test_the_consumer_maps_on_while_the_worker_processes_start(measured, monkeypatch):
+    from jaxfeed.pipeline.iterators import process_map
+
+    measured(HOLDS)
+    go = threading.Event()
+
+    class SlowToStart(process_map._Pool):
+        def __init__(self, *args):
+            assert go.wait(30)  # a hang guard only
+            super().__init__(*args)
+
+    monkeypatch.setattr(process_map, "_Pool", SlowToStart)
+    with iter(unfused(n=5000)) as it:
+        got = [next(it) for _ in range(300)]  # the probe's, then the consumer's own: no worker is up
+        stage = root(it)._stage
+        assert stage._pool is None
+        go.set()
+        stage._starting.thread.join(30)
+        got += list(it)
+        assert stage._pool is not None  # the workers took over once up
+    assert_elements_equal(got, [tokens(x) for x in range(5000)])
+
+
+def test_an_iterator_closed_while_its_workers_start_leaves_no_process(measured):
+    import psutil
+
+    measured(HOLDS)
+    with iter(unfused(n=400)) as it:
+        next(it)
+        starting = root(it)._stage._starting
+    assert starting is not None and not starting.thread.is_alive()
+    assert all(not p.is_alive() for p in (starting.pool.procs if starting.pool else []))
+    assert not [c for c in psutil.Process().children(recursive=True) if "jaxfeed-map" in " ".join(c.cmdline())]
+
+
 def test_the_fused_stage_stays_fused_on_threads_and_unfuses_in_processes(measured):
     from jaxfeed.pipeline.iterators.batch import BatchIterator
     from jaxfeed.pipeline.iterators.map_batch import MapBatchIterator
