@@ -130,7 +130,8 @@ class _Chooser(Iterator):
                 per_call = min(per_call, wall / len(block))
                 solo = max(solo, cpu / wall if wall > 0 else 0.0)
                 judged += 1
-            if total >= executor_choice.WARM_SECONDS and (judged >= 2 or slow) or position >= executor_choice.MAX_WARM:
+            warm = total >= executor_choice.WARM_SECONDS and (judged >= 2 or slow)
+            if warm or position >= executor_choice.MAX_WARM:
                 break
             step *= 2
         quick = executor_choice.too_cheap(per_call)
