@@ -223,3 +223,41 @@ def test_workers_made_with_plain_shard_can_be_merged():
         states.append(it.get_state())
     gstate = elastic.merge_states(states, global_ds(), tail=lambda d: d.batch(2))
     assert finish_job(global_ds, 3, gstate) == expected_split(global_ds, consumed, 3, gstate)
+
+
+# ------------------------------------------------------------------------------------------ executor choice
+def offset_pair(x):
+    return x * 10 + 1
+
+
+def test_tail_whose_map_executor_autotune_chose_processes_counts_its_held_rows(monkeypatch):
+    """The tail's fused map+batch runs in worker processes (the probe says so, whatever the machine): its
+    state has the executor chooser's layout, and merge_states still counts exactly what it holds."""
+    from jaxfeed.pipeline import AUTOTUNE, Options
+    from jaxfeed.pipeline.engine.executor_choice import Measurement
+    from jaxfeed.pipeline.iterators import chosen_map
+
+    clock = iter(i * 1e-3 for i in range(1, 10**9))
+    monkeypatch.setattr(chosen_map._Chooser, "clock", staticmethod(lambda: next(clock)))
+    monkeypatch.setattr(chosen_map._Chooser, "cpu_clock", staticmethod(lambda: next(clock)))
+    holds_the_gil = Measurement(100, 2, wall=1.0 / 0.97, cpu=1.0, transfer=1e-6)
+
+    def probe(run, elements, position, solo, clock, cpu_clock):
+        half = (len(elements) + 1) // 2
+        return run(elements[:half], position)[0] + run(elements[half:], position + half)[0], holds_the_gil
+
+    monkeypatch.setattr(chosen_map._Chooser, "probe", staticmethod(probe))
+
+    def make():
+        options = Options()
+        options.autotune.cpu_budget = 2
+        return Dataset.range(80).with_options(options)
+
+    def tail(d):
+        return d.map(offset_pair, num_parallel_calls=AUTOTUNE).batch(4)
+
+    consumed, states = run_job(make, 2, [3, 5], tail=tail)
+    assert "process" in [s["root"].get("executor") for s in map(checkpoint.deserialize, states)]
+    gstate = elastic.merge_states(states, make(), tail=tail)
+    got = finish_job(make, 3, gstate, tail=tail)
+    assert sorted(consumed + sum(got, [])) == [x * 10 + 1 for x in range(80)]
