@@ -11,7 +11,7 @@ the model (``pip install jaxfeed[orbax]``).
 
 Any iterator with ``get_state``/``set_state`` works: a pipeline's ``DatasetIterator`` or a distributed
 iterator. Each process writes its own file, ``process_<i>-of-<n>.jfstate`` (jaxfeed's pickle-free state
-format, ``pipeline/checkpoint.py``), as Grain's handler does, so a multi-host job saves one state per
+format, ``pipeline/checkpoint/format.py``), as Grain's handler does, so a multi-host job saves one state per
 host; restoring refuses a checkpoint written by another number of processes (resume with
 ``restore_elastic`` for that) and, through the state's fingerprint, one written by another pipeline.
 """
