@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import pickle
 from typing import Callable
 
 import numpy as np
