@@ -34,6 +34,14 @@ class RowQueue:
             self._pieces.append([batch, leaves, 0])
             self.rows += n
 
+    def head(self):
+        """The oldest pending piece's structure and its leaves' ``(dtype, row shape)``, for a caller that
+        joins several queues' rows (``interleave``); None when empty."""
+        if not self._pieces:
+            return None
+        template, leaves, _ = self._pieces[0]
+        return template, [(leaf.dtype, leaf.shape[1:]) for leaf in leaves]
+
     def take_rows(self, k: int) -> list:
         """Up to ``k`` elements (rows), all from the oldest piece; ``[]`` when empty."""
         if not self._pieces:

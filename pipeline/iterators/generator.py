@@ -7,6 +7,13 @@ per structure level, one numpy call per leaf); a block that is not plainly fine 
 wait in ``_pending`` and come first at the next call, so the generator is never asked for more than the
 consumer asked for, and an error stands where it stood in the sequence.
 
+Under a ``batch`` (directly, or through ``interleave``) a block goes out as columns: ``next_rows(n)`` hands out
+the block stacked -- one array per leaf, made by ``generator_convert.column_converter`` in the same numpy
+calls the block conversion makes -- so no element (a dict of numpy scalars) is built only to be taken apart
+again by the batch (the engine's stacked-rows hand-off, ``engine/blocks.py``). A block that is not plainly
+fine goes back to ``_pending`` and the consumer takes it as elements (``next_many``, value by value): every
+error, and every element around it, is the same either way.
+
 State is the number of values converted (``consumed``); a restore calls the generator again and skips that
 many (see ``nodes/generator.py``). Pending values are not part of it: the replay yields them again.
 """
@@ -21,7 +28,7 @@ from ..options import ExternalStatePolicy
 from .base import BlockIterator
 from ..engine.registry import builds
 from ..nodes.generator import Generator
-from .generator_convert import Mismatch, block_converter, converter
+from .generator_convert import Mismatch, block_converter, column_converter, converter
 
 
 @builds(Generator)
@@ -31,12 +38,15 @@ class GeneratorIterator(BlockIterator):
         self._label = node.label()
         self._convert = converter(node.signature, self._label)
         self._convert_block = block_converter(node.signature, self._label)
+        self._columns = column_converter(node.signature, self._label)  # None: leaves that are not scalars
+        self.stacks_rows = self._columns is not None  # a batch above then asks ``next_rows``
         self._gen = None
         self._consumed = 0  # values converted (delivered, or failed in their place): what a restore skips
         self._replay = 0  # values to skip when the generator is (re)opened
         self._exhausted = False
         self._pending: list = []  # values pulled after a value that failed, converted before pulling more
         self._end_error = None  # the generator's own error, raised after the pending values
+        self._deferred_counted = False  # the deferred error is a value's, counted in ``_consumed``
 
     def _generator_error(self, e: Exception, count: int) -> InvalidArgumentError:
         err = InvalidArgumentError(f"{type(e).__name__}: {e}\n(raised by the `generator` of {self._label} after "
@@ -70,6 +80,31 @@ class GeneratorIterator(BlockIterator):
             self._finish()
         return values
 
+    def next_rows(self, n):
+        """Up to ``n`` values converted as one stacked block: ``(rows, count)``; ``(None, 0)`` at the end;
+        ``(None, -1)`` when the next values go as elements (pending values, an error to raise, a block the
+        column way does not take: it waits in ``_pending`` for ``next_many``). The engine's stacked-rows
+        contract (``blocks.DeliveringIterator.next_rows``)."""
+        if self._deferred is not None:
+            self._raise_deferred()
+        if self._pending or self._end_error is not None:
+            return None, -1
+        values = self._pull(n)
+        if not values:
+            return (None, -1) if self._end_error is not None else (None, 0)
+        try:
+            rows = self._columns(values)
+        except Exception:  # noqa: BLE001 - not a block the column way takes: value by value, in next_many
+            rows = None
+        if rows is None:
+            self._pending = values
+            return None, -1
+        self._consumed += len(values)
+        if self._end_error is not None:  # the generator's error, after these rows (as next_many defers it)
+            self._deferred, self._end_error = self._end_error, None
+            self._deferred_counted = False
+        return rows, len(values)
+
     def _next_many(self, n):
         if self._pending:
             values, self._pending = self._pending[:n], self._pending[n:]
@@ -79,12 +114,13 @@ class GeneratorIterator(BlockIterator):
                 raise error
             values = self._pull(n)
         out, error = self._converted(values)
+        counted = error is not None  # a value's error: the value is counted in _consumed
         if error is None and not self._pending and self._end_error is not None:
             error, self._end_error = self._end_error, None
         if error is not None:
             if not out:
                 raise error
-            self._deferred = error
+            self._deferred, self._deferred_counted = error, counted
         return out
 
     def _converted(self, values):
@@ -131,7 +167,11 @@ class GeneratorIterator(BlockIterator):
                 "from_generator(..., replayable=True) if calling it again yields the same sequence (a restore "
                 "then replays it), or set experimental_external_state_policy to WARN or IGNORE.", self._label)
         # pending values are yielded again by the replay, so the generator has not ended for the state
-        return {"consumed": self._consumed, "exhausted": self._exhausted and not self._pending}
+        consumed, exhausted = self._consumed, self._exhausted and not self._pending
+        if self._deferred is not None:  # an error not raised yet: the replay meets it again, in its place
+            consumed -= self._deferred_counted  # the bad value is converted again (its error again)
+            exhausted = False  # the generator's own error: raised again by the replay
+        return {"consumed": consumed, "exhausted": exhausted}
 
     def set_state(self, state):
         self.close()

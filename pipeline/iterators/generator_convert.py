@@ -229,14 +229,16 @@ def _number_block(spec, label):
     scalar_type = dtype.type
     int_scalar = dtype.kind in "iu"
 
-    def convert_numbers(values):
+    def convert_numbers(values, as_array=False):
+        """The values as numpy scalars (a list), or with ``as_array`` as one array (``column_converter``)."""
         t = type(values[0])
         if not _all_of_type(values, t):
             return None
         if t is scalar_type:
-            return values
+            return np.array(values, dtype=dtype) if as_array else values
         if int_scalar and t is int:  # numpy raises OverflowError for any value the dtype cannot hold
-            return list(np.array(values, dtype=dtype))
+            arr = np.array(values, dtype=dtype)
+            return arr if as_array else list(arr)
         if t in _PY_NUMBERS or (issubclass(t, np.generic) and np.dtype(t).kind in "biuf"):
             arr = np.array(values)
             # one value alone would become an array of this dtype (Python ints beyond int64 would not)
@@ -244,7 +246,7 @@ def _number_block(spec, label):
                 return None
             if arr.dtype != dtype:
                 arr = cast(arr, dtype, values[0], label)
-            return list(arr)
+            return arr if as_array else list(arr)
         return None
 
     return convert_numbers
@@ -265,3 +267,80 @@ def _array_block(spec):
         return values
 
     return convert_arrays
+
+
+# ------------------------------------------------------------------------------------------ a block as columns
+def column_converter(spec, label: str):
+    """``values -> stacked block`` for a whole block: the structure of the signature with one array per leaf
+    (the block's rows), exactly what stacking ``[converter(spec)(v) for v in values]`` gives -- the same
+    arrays, dtypes and structure (each dict in the signature's key order, as ``converter`` builds them) --
+    whenever it returns one; None when the block needs the value-by-value way. Like ``block_converter`` it
+    may raise anything for a block it cannot take, and it takes only what ``block_converter`` takes: it is
+    that converter stopping before the rows are rebuilt.
+
+    None (no converter) for a signature with a leaf that is not a scalar: arrays of a shape stay elements."""
+    if isinstance(spec, tuple):
+        parts = [column_converter(s, label) for s in spec]
+        if not parts or any(p is None for p in parts):
+            return None
+        return _tuple_columns(spec, parts)
+    if isinstance(spec, dict):
+        parts = [column_converter(spec[k], label) for k in spec]
+        if not parts or any(p is None for p in parts):
+            return None
+        return _dict_columns(spec, parts)
+    if spec.shape != ():  # a shaped leaf (or one of unknown shape: a yielded array) is not a column of scalars
+        return None
+    if spec.dtype == structure.STRING:
+        return _string_column
+    convert = _number_block(spec, label)
+    return lambda values: convert(values, as_array=True)
+
+
+def _tuple_columns(spec, parts):
+    n = len(parts)
+    named = structure.is_namedtuple(spec)
+    own = type(spec)
+
+    def tuple_columns(values):
+        t = type(values[0])
+        if not (t is tuple or (named and t is own)) or not _all_of_type(values, t):
+            return None
+        if operator.countOf(map(len, values), n) != len(values):
+            return None
+        columns = []
+        for part, column in zip(parts, zip(*values)):
+            converted = part(column)
+            if converted is None:
+                return None
+            columns.append(converted)
+        return own._make(columns) if named else tuple(columns)
+
+    return tuple_columns
+
+
+def _dict_columns(spec, parts):
+    keys = tuple(spec)
+    n = len(keys)
+    getter = operator.itemgetter(*keys) if n > 1 else (lambda d, k=keys[0]: (d[k],))
+
+    def dict_columns(values):
+        if not _all_of_type(values, dict) or operator.countOf(map(len, values), n) != len(values):
+            return None
+        columns = []
+        for part, column in zip(parts, zip(*map(getter, values))):  # KeyError: a key is missing
+            converted = part(column)
+            if converted is None:
+                return None
+            columns.append(converted)
+        return dict(zip(keys, columns))
+
+    return dict_columns
+
+
+def _string_column(values):
+    """Scalar strings as one object array of bytes (what stacking bytes elements gives)."""
+    converted = _string_block(values)  # bytes only: as they were, or str encoded
+    if converted is None:
+        return None
+    return np.fromiter(converted, dtype=object, count=len(converted))

@@ -14,6 +14,13 @@ When every slot holds at least ``block_length`` elements per round, whole rounds
 slicing instead of element by element. The sequential iterator reads a slot when the cycle reaches it and
 its buffer is empty; the parallel one (``parallel_interleave.py``) has worker threads read ahead.
 
+Under a ``batch`` (which asks ``next_rows``: the engine's stacked-rows hand-off, ``engine/blocks.py``) a slot
+reads an inner iterator that can hand out stacked rows (``from_generator``) as such: its ``columns`` (a
+``rows.RowQueue``) hold them, ahead of ``buffer``. ``next_rows`` weaves whole rounds of columns -- one strided
+copy per leaf and slot -- in exactly the order the slot model gives; anything else (a visit begun, a slot
+empty, short or holding elements or failures, a request under one round) goes element by element, and a
+slot's columns become elements (``Slot.as_elements``) before an element-wise step looks at its buffer.
+
 State: the input's state, ``c``, ``b`` and, per slot, the input element and its position (the inner
 dataset is rebuilt from them on restore), the inner iterator's state and the buffered elements (at most
 about two reads per slot, three in the parallel iterator; a read is ``READ_AHEAD`` elements, fewer when they
@@ -24,9 +31,13 @@ from __future__ import annotations
 
 import contextlib
 
+import numpy as np
+
 from .. import structure
 from .base import Iterator
 from ..engine.blocks import Failure
+from ..engine.rows import RowQueue
+from .batch import stack_fast
 from .flat_map import open_inner
 
 READ_AHEAD = 256  # elements per read of an inner iterator (at least block_length)
@@ -34,11 +45,26 @@ READ_BYTES = 1 << 18  # ...but only about this many bytes per read (large elemen
 FIRST_READ = 8  # until the first read shows how large elements are
 
 
+class Rows:
+    """A read that came stacked: ``rows`` (one array per leaf) holding ``count`` rows."""
+
+    __slots__ = ("rows", "count")
+
+    def __init__(self, rows, count):
+        self.rows = rows
+        self.count = count
+
+    def first(self):
+        """The first row as an element (for ``_adapt``)."""
+        return structure.unstack_rows(self.rows, 1)[0]
+
+
 class Slot:
-    """One inner dataset: made from the input element at ``position``, read ahead into ``buffer``."""
+    """One inner dataset: made from the input element at ``position``, read ahead into ``columns`` (stacked
+    rows, when the consumer takes them) and ``buffer`` (elements and failures), columns first."""
 
     __slots__ = ("element", "position", "iterator", "restore", "buffer", "failures", "ended", "busy",
-                 "input_error")
+                 "input_error", "columns")
 
     def __init__(self, element, position):
         self.element = element
@@ -50,16 +76,28 @@ class Slot:
         self.ended = False  # nothing more will come: exhausted, or failed to open
         self.busy = False  # (parallel) a read task is queued or running
         self.input_error = None  # (parallel) this slot stands for an error of the input, in its place
+        self.columns = RowQueue("interleave")  # stacked rows read ahead, before ``buffer``
 
-    def read(self, node, ctx, size: int):
-        """One read, outside any lock: ``(items, ended)``; opens the inner iterator first if needed."""
+    def held(self) -> int:
+        """Rows and elements read ahead (failures count as one)."""
+        return self.columns.rows + len(self.buffer)
+
+    def read(self, node, ctx, size: int, stacked: bool = False):
+        """One read, outside any lock: ``(items, ended)``, items a list or (``stacked``: when the inner
+        iterator hands out stacked rows) a ``Rows``; opens the inner iterator first if needed."""
         try:
             if self.iterator is None:
                 self.iterator = open_inner(node, ctx, self.element, self.position, "interleave")
                 if self.restore is not None:
                     self.iterator.set_state(self.restore)
                     self.restore = None
-            block = self.iterator.next_many(size)
+            if stacked and getattr(self.iterator, "stacks_rows", False):
+                rows, k = self.iterator.next_rows(size)
+                if k > 0:
+                    return Rows(rows, k), False
+                block = self.iterator.next_many(size) if k < 0 else []
+            else:
+                block = self.iterator.next_many(size)
         except BaseException as e:  # noqa: BLE001 - delivered in place; never leave a consumer waiting
             return [Failure(e)], self.iterator is None  # a slot that failed to open ends after its error
         if block:
@@ -67,11 +105,44 @@ class Slot:
         self.close()
         return [], True
 
-    def add(self, items: list, ended: bool) -> None:
-        self.buffer.extend(items)
-        if items and type(items[0]) is Failure:
-            self.failures += 1
+    def add(self, items, ended: bool) -> None:
+        if type(items) is Rows:
+            if self.buffer:  # elements are due first: these rows follow them as elements
+                self.buffer.extend(structure.unstack_rows(items.rows, items.count))
+            else:
+                self.columns.push(items.rows)
+        else:
+            if items:
+                self.as_elements()
+            self.buffer.extend(items)
+            if items and type(items[0]) is Failure:
+                self.failures += 1
         self.ended = ended
+
+    def as_elements(self) -> None:
+        """The columns' rows as elements at the head of ``buffer`` (for a step that takes elements)."""
+        if self.columns.rows:
+            n = self.columns.rows
+            self.buffer[:0] = structure.unstack_rows(self.columns.take_batch(n), n)
+
+    def stack_buffer(self) -> bool:
+        """The buffered elements (no failures among them) as stacked rows in ``columns`` -- what a batch of
+        them would be (``batch.stack_fast``) -- for a step that takes columns; False when they do not stack.
+        (``add`` and ``as_elements`` keep a slot's rows in one of the two forms: never both.)"""
+        if not self.buffer:
+            return True
+        try:
+            stacked = stack_fast(self.buffer, "interleave")
+        except Exception:  # noqa: BLE001 - elements that do not stack alike: the element way takes them
+            return False
+        self.columns.push(stacked)
+        self.buffer.clear()
+        return True
+
+    def _held_elements(self) -> list:
+        pending = self.columns.get_state()["pending"]
+        rows = [row for piece in pending for row in structure.unstack_rows(piece, structure.batched_len(piece))]
+        return rows + self.buffer
 
     def close(self):
         if self.iterator is not None:
@@ -81,7 +152,7 @@ class Slot:
     def state(self) -> dict:
         inner = self.iterator.get_state() if self.iterator is not None else self.restore
         return {"element": self.element, "position": self.position, "inner": inner,
-                "buffer": list(self.buffer), "ended": self.ended,
+                "buffer": self._held_elements(), "ended": self.ended,
                 "input_error": None if self.input_error is None else Failure(self.input_error)}
 
     @classmethod
@@ -130,7 +201,7 @@ class SlotCycle(Iterator):
         image records, decoded arrays -- stays bounded in memory and in the saved state."""
         if not items:
             return
-        first = items[0]
+        first = items.first() if type(items) is Rows else items[0]
         if type(first) is bytes:  # records, lines: the common case, without flattening a structure
             size = len(first)
         elif type(first) is Failure:
@@ -160,9 +231,10 @@ class SlotCycle(Iterator):
         for slot in order:
             if slot is None:
                 return
-            buf = slot.buffer
-            if len(buf) < rounds * B and not slot.ended and not slot.failures:
+            if len(slot.buffer) < rounds * B and not slot.ended and not slot.failures:
                 self._short(slot, rounds * B)
+            slot.as_elements()
+            buf = slot.buffer
             rounds = min(rounds, len(buf) // B)
             if not rounds or slot.failures:  # failures go through the element-by-element path
                 return
@@ -201,10 +273,11 @@ class SlotCycle(Iterator):
                     self._advance()
                     continue
                 with self._lock:
-                    if not slot.buffer and not slot.ended and not self._await(slot, bool(out)):
+                    if not slot.held() and not slot.ended and not self._await(slot, bool(out)):
                         break
                     if slot is not self._slots[self._c]:  # deterministic=False switched slots
                         continue
+                    slot.as_elements()
                     buf = slot.buffer
                     if not buf:  # ended
                         slot.close()
@@ -239,6 +312,56 @@ class SlotCycle(Iterator):
         if not out:
             raise StopIteration
         return out[0]
+
+    # ------------------------------------------------------------------ stacked rows
+    stacks_rows = True  # a batch above asks ``next_rows``; the slots then read stacked rows where they can
+    _stacked = False  # set by the first ``next_rows``: reads ask inner iterators for stacked rows
+
+    def next_rows(self, n):
+        """Whole rounds of the slots' columns, woven as one stacked block: ``(rows, count)``; ``(None, -1)``
+        when the next elements go element by element (``next_many``). Never ``(None, 0)``: the end is found
+        by ``next_many``."""
+        if self._deferred is not None:
+            self._raise_deferred()
+        self._stacked = True
+        if self._b or n < self._block_length * self._cycle:
+            return None, -1
+        with self._lock:
+            return self._weave_rows(n)
+
+    def _weave_rows(self, want):
+        """``_weave`` for columns (lock held): every slot of the cycle holds columns only, of one layout."""
+        B, C = self._block_length, self._cycle
+        rounds = want // (B * C)
+        order = self._slots[self._c:] + self._slots[:self._c]
+        for slot in order:
+            if slot is None or slot.failures or not slot.stack_buffer():
+                return None, -1
+            if slot.columns.rows < rounds * B and not slot.ended:
+                self._short(slot, rounds * B)
+                if slot.failures or not slot.stack_buffer():
+                    return None, -1
+            rounds = min(rounds, slot.columns.rows // B)
+            if not rounds:
+                return None, -1
+        heads = [slot.columns.head() for slot in order]
+        template, layout = heads[0]
+        if any(h[1] != layout or not structure.same_structure(h[0], template) for h in heads[1:]):
+            return None, -1  # inner datasets of different structures or dtypes: the element way says so
+        n = rounds * B
+        batches = [slot.columns.take_batch(n) for slot in order]
+        for slot in order:
+            self._consumed(slot)
+        parts = [structure.flatten(b) for b in batches]
+        leaves = []
+        for j, first in enumerate(parts[0]):
+            tail = first.shape[1:]
+            out = np.empty((n * C,) + tail, first.dtype)
+            view = out.reshape((rounds, C, B) + tail)  # row (r, i, b): round r, slot i, b-th of the visit
+            for i, part in enumerate(parts):
+                view[:, i] = part[j].reshape((rounds, B) + tail)
+            leaves.append(out)
+        return structure.pack_as(batches[0], leaves), n * C
 
     # ------------------------------------------------------------------ state
     def _open_slots(self) -> list:
@@ -283,10 +406,10 @@ class InterleaveIterator(SlotCycle):
         return True
 
     def _short(self, slot, need):
-        while len(slot.buffer) < need and not slot.ended and not slot.failures:
+        while slot.held() < need and not slot.ended and not slot.failures:
             self._read_into(slot)
 
     def _read_into(self, slot):
-        items, ended = slot.read(self.node, self.ctx, self._read)
+        items, ended = slot.read(self.node, self.ctx, self._read, self._stacked)
         self._adapt(items)
         slot.add(items, ended)

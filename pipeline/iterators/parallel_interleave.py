@@ -122,7 +122,7 @@ class ParallelInterleaveIterator(SlotCycle):
                     return
                 slot = self._tasks.popleft()
                 self._running += 1
-            items, ended = slot.read(self.node, self.ctx, self._read)
+            items, ended = slot.read(self.node, self.ctx, self._read, self._stacked)
             self._adapt(items)
             with self._lock:
                 self._running -= 1
@@ -135,7 +135,7 @@ class ParallelInterleaveIterator(SlotCycle):
     def _schedule(self, slot: Slot):
         """Queue a read for ``slot`` if it wants one (lock held)."""
         if (not slot.busy and not slot.ended and not self._paused and not self._closed
-                and len(slot.buffer) < self._read * READ_DEPTH):
+                and slot.held() < self._read * READ_DEPTH):
             slot.busy = True
             self._tasks.append(slot)
             self._task_ready.notify()
@@ -178,7 +178,7 @@ class ParallelInterleaveIterator(SlotCycle):
         return slot
 
     def _await(self, slot, have_output):
-        while not slot.buffer and not slot.ended:
+        while not slot.held() and not slot.ended:
             if have_output or self._closed:
                 return False
             if not self.deterministic and self._switch_to_ready():
@@ -202,7 +202,7 @@ class ParallelInterleaveIterator(SlotCycle):
         t0 = self.clock() if self._tuner is not None else 0.0
         self._lock.release()
         try:
-            items, ended = slot.read(self.node, self.ctx, self._read)
+            items, ended = slot.read(self.node, self.ctx, self._read, self._stacked)
             self._adapt(items)
         finally:
             self._lock.acquire()
@@ -224,7 +224,7 @@ class ParallelInterleaveIterator(SlotCycle):
         for j in range(1, self._cycle):
             i = (self._c + j) % self._cycle
             slot = self._slots[i]
-            if (slot is not None and (slot.buffer or slot.ended)) or (slot is None and self._futures):
+            if (slot is not None and (slot.held() or slot.ended)) or (slot is None and self._futures):
                 self._c, self._b = i, 0
                 return True
         return False
@@ -253,6 +253,18 @@ class ParallelInterleaveIterator(SlotCycle):
         if self._tuner is not None:  # once per delivered block, as the other AUTOTUNE stages
             self._tick(len(out))
         return out
+
+    def next_rows(self, n):
+        """``SlotCycle.next_rows`` once the readers run (the first elements go by ``next_many``, which
+        starts them)."""
+        if self._closed or not self._threads or not self._warm:
+            self._stacked = True
+            return None, -1
+        self._top_up()
+        rows, k = super().next_rows(n)
+        if self._tuner is not None and k > 0:
+            self._tick(k)
+        return rows, k
 
     # ------------------------------------------------------------------ state
     def _all_slots(self) -> list:
