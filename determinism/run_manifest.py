@@ -110,12 +110,10 @@ def manifest(dataset, compare_to=None) -> dict:
         for role, fn in n.functions().items():
             ident = graph.function_identity(fn) if hasattr(fn, "__code__") else repr(type(fn).__qualname__)
             functions[f"{labels[id(n)]}.{role}"] = ident
-        names = None
-        if hasattr(n, "files"):
-            try:
-                names = n.files()
-            except Exception:  # noqa: BLE001
-                names = None
+        try:
+            names = n.files()
+        except Exception:  # noqa: BLE001 - a listing that fails here is not part of the manifest
+            names = None
         if names:
             files.extend(file_identity(str(p)) for p in names)
         digest = _data_digest(n)

@@ -4,6 +4,7 @@ modules import each other, directly or round a loop, not even inside a function.
 
 import ast
 import pathlib
+import re
 
 import pytest
 
@@ -121,3 +122,63 @@ def test_a_node_class_gets_one_iterator_builder():
 
 def test_dataset_iterates_after_import_without_naming_an_iterator_module():
     assert [int(x) for x in Dataset.range(3).map(lambda x: x * 2, num_parallel_calls=2).prefetch(0)] == [0, 2, 4]
+
+
+# ------------------------------------------------------------------ node knowledge lives on the nodes
+ROOT = PIPELINE.parent
+_PACKAGES = ("pipeline", "formats", "distribute", "determinism", "bench")
+
+
+def _outside_nodes():
+    for package in _PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            if path.relative_to(ROOT).parts[:2] != ("pipeline", "nodes"):
+                yield path
+
+
+def _kind_names(expr) -> bool:
+    """A node kind name, or a collection of them: tf.data-style names are CamelCase words ("Batch",
+    "MapAndBatch"); a dtype's kinds are letters ("iu", "OSU"), so ``dtype.kind in "iu"`` is not one."""
+    if isinstance(expr, ast.Constant):
+        return isinstance(expr.value, str) and re.fullmatch(r"[A-Z][a-z]+[A-Za-z]*", expr.value) is not None
+    if isinstance(expr, (ast.Tuple, ast.List, ast.Set)):
+        return any(_kind_names(e) for e in expr.elts)
+    if isinstance(expr, ast.Call) and getattr(expr.func, "id", None) in ("frozenset", "set", "tuple"):
+        return any(_kind_names(a) for a in expr.args)
+    return False
+
+
+def test_no_module_outside_nodes_decides_by_a_kind_name():
+    """Issue 17: auto-shard, distribution, checkpoints and the determinism rewriter read declared capabilities;
+    a renamed or new transformation cannot silently fall out of them."""
+    found = []
+    for path in _outside_nodes():
+        tree = ast.parse(path.read_text())
+        tables = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) and _kind_names(n.value)
+                  for t in n.targets if isinstance(t, ast.Name)}  # a module-level table of kind names
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Compare):
+                continue
+            sides = [node.left, *node.comparators]
+            if not any(isinstance(s, ast.Attribute) and s.attr == "kind" for s in sides):
+                continue
+            if any(_kind_names(s) or (isinstance(s, ast.Name) and s.id in tables) for s in sides):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not found, f"kind-name comparisons outside pipeline/nodes/: {found}"
+
+
+def test_no_getattr_probe_of_a_node_attribute_node_does_not_declare():
+    declared = {name for cls in Node.__mro__ for name in vars(cls)}
+    node_names = {"node", "n", "cur", "inner", "outer", "map_node", "child", "root", "culprit", "point", "na", "nb"}
+    found = []
+    for path in _outside_nodes():
+        for call in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(call, ast.Call) and getattr(call.func, "id", None) in ("getattr", "hasattr")
+                    and len(call.args) >= 2 and isinstance(call.args[1], ast.Constant)):
+                continue
+            target = call.args[0]
+            is_node = (isinstance(target, ast.Name) and target.id in node_names) or (
+                isinstance(target, ast.Attribute) and target.attr == "node")
+            if is_node and call.args[1].value in declared:
+                found.append(f"{path.relative_to(ROOT)}:{call.lineno} {call.args[1].value}")
+    assert not found, f"getattr probes of attributes Node declares (read them directly): {found}"
