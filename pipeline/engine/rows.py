@@ -62,6 +62,12 @@ class RowQueue:
             if self._empty is None:
                 raise ValueError("RowQueue.take_batch(0) before any batch was pushed")
             return self._empty
+        template, leaves = self.take_leaves(k)
+        return structure.pack_as(template, leaves)
+
+    def take_leaves(self, k: int):
+        """The next ``k`` rows (1 <= ``k`` <= ``rows``) as ``(structure, leaves)``: ``take_batch``'s leaves in
+        ``flatten`` order, not yet packed (for a caller that joins them further)."""
         parts = []
         need = k
         while need:
@@ -73,9 +79,9 @@ class RowQueue:
             self._consume(piece, stop)
         template = parts[0][0]
         if len(parts) == 1:
-            return structure.pack_as(template, parts[0][1])
+            return template, parts[0][1]
         columns = zip(*(leaves for _, leaves in parts))
-        return structure.pack_as(template, [self._concatenate(j, col) for j, col in enumerate(columns)])
+        return template, [self._concatenate(j, col) for j, col in enumerate(columns)]
 
     def _concatenate(self, leaf_index, col):
         try:

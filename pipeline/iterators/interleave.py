@@ -30,6 +30,7 @@ are large: about ``READ_BYTES``).
 from __future__ import annotations
 
 import contextlib
+import operator
 
 import numpy as np
 
@@ -316,6 +317,7 @@ class SlotCycle(Iterator):
     # ------------------------------------------------------------------ stacked rows
     stacks_rows = True  # a batch above asks ``next_rows``; the slots then read stacked rows where they can
     _stacked = False  # set by the first ``next_rows``: reads ask inner iterators for stacked rows
+    _agreed: list = []  # the slots' head pieces last found of one structure and layout (``_weave_rows``)
 
     def next_rows(self, n):
         """Whole rounds of the slots' columns, woven as one stacked block: ``(rows, count)``; ``(None, -1)``
@@ -346,22 +348,28 @@ class SlotCycle(Iterator):
                 return None, -1
         heads = [slot.columns.head() for slot in order]
         template, layout = heads[0]
-        if any(h[1] != layout or not structure.same_structure(h[0], template) for h in heads[1:]):
-            return None, -1  # inner datasets of different structures or dtypes: the element way says so
+        templates = [h[0] for h in heads]
+        if not (len(templates) == len(self._agreed) and all(map(operator.is_, templates, self._agreed))):
+            for other, other_layout in heads[1:]:
+                if other_layout != layout or not structure.same_structure(other, template):
+                    return None, -1  # inner datasets of different structures or dtypes: the element way
+            self._agreed = templates  # these pieces agree: the next weaves from them need not check again
         n = rounds * B
-        batches = [slot.columns.take_batch(n) for slot in order]
+        parts = [slot.columns.take_leaves(n)[1] for slot in order]
         for slot in order:
             self._consumed(slot)
-        parts = [structure.flatten(b) for b in batches]
         leaves = []
-        for j, first in enumerate(parts[0]):
-            tail = first.shape[1:]
-            out = np.empty((n * C,) + tail, first.dtype)
-            view = out.reshape((rounds, C, B) + tail)  # row (r, i, b): round r, slot i, b-th of the visit
-            for i, part in enumerate(parts):
-                view[:, i] = part[j].reshape((rounds, B) + tail)
+        for j, (dtype, tail) in enumerate(layout):
+            out = np.empty((n * C,) + tail, dtype)
+            if B == 1:  # slot i's rows go to rows i, i + C, ...: one strided copy per slot
+                for i, part in enumerate(parts):
+                    out[i::C] = part[j]
+            else:  # row (r, i, b): round r, slot i, b-th row of the visit
+                view = out.reshape((rounds, C * B) + tail)
+                for i, part in enumerate(parts):
+                    view[:, i * B:(i + 1) * B] = part[j].reshape((rounds, B) + tail)
             leaves.append(out)
-        return structure.pack_as(batches[0], leaves), n * C
+        return structure.pack_as(template, leaves), n * C
 
     # ------------------------------------------------------------------ state
     def _open_slots(self) -> list:
