@@ -17,6 +17,7 @@ What it does, for the iterators:
 - ``on_devices(rows, sizes, cap)`` / ``on_host(rows, sizes, cap)``: this worker's rows of one component (the
   local replicas' pieces one after another, each ``cap`` rows) as a ``PerReplica`` value of the strategy,
   placed on the replicas' devices or kept as numpy on the host.
+  ``on_devices_many(rows_list, sizes, cap)``: several components of one step placed at once.
 
 The strategy builds it (``MeshStrategy._input_feed``) from its own parts; nothing else is shared.
 """
@@ -37,7 +38,7 @@ class InputFeed:
         self.local_replicas = tuple(int(r) for r in local_replicas)
         self.multi_process = bool(multi_process)
         self._owner = owner  # the strategy whose values the feed makes (PerReplica checks it in ``run``)
-        self._place = place  # rows (numpy) -> the global array over this worker's replicas' devices
+        self._place = place  # [rows (numpy), ...] -> their global arrays over this worker's replicas' devices
         self._agree = agree_step
         self._next_id = next_iterator_id
 
@@ -61,8 +62,13 @@ class InputFeed:
     def on_devices(self, rows, sizes, cap):
         """One component's rows as a per-replica value on the replicas' devices (rows already in the dtype
         that goes to the devices: see ``values.to_device_dtype``)."""
-        placed = self._runtime("on_devices", self._place)(rows)
-        return self._per_replica(placed, sizes, cap, host=False)
+        return self.on_devices_many([rows], sizes, cap)[0]
+
+    def on_devices_many(self, rows_list, sizes, cap):
+        """``on_devices`` for several components of one step, placed by one call of the strategy (one
+        transfer dispatch per step rather than one per component)."""
+        placed = self._runtime("on_devices", self._place)(list(rows_list))
+        return [self._per_replica(leaf, sizes, cap, host=False) for leaf in placed]
 
     def on_host(self, rows, sizes, cap):
         """One component's rows as a per-replica value kept on the host (strings, or

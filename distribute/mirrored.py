@@ -169,8 +169,8 @@ class MeshStrategy(LogicalDevices, Strategy):
 
         leaves = []
         n = self.num_replicas_in_sync
-        if not self._multi_process:  # one process: device_put splits the global array itself (faster)
-            return [jax.device_put(local, self._batch_sharding) for local in local_stacks]
+        if not self._multi_process:  # one process: device_put splits the global arrays itself (faster), all
+            return list(jax.device_put(list(local_stacks), self._batch_sharding))  # leaves in one call
         for local in local_stacks:
             if stacked:
                 gshape = (n,) + local.shape[1:]
@@ -179,10 +179,10 @@ class MeshStrategy(LogicalDevices, Strategy):
             leaves.append(jax.make_array_from_process_local_data(self._batch_sharding, local, gshape))
         return leaves
 
-    def _place_local_rows(self, rows):
-        """One component's rows of this worker's replicas (each replica's piece after the other) as a global
-        array split over the replica axis."""
-        return self._per_replica_from_local([rows], stacked=False)[0]
+    def _place_local_rows(self, rows_list):
+        """Components of one step, each the rows of this worker's replicas (each replica's piece after the
+        other), as global arrays split over the replica axis (one placement call for all of them)."""
+        return self._per_replica_from_local(rows_list, stacked=False)
 
     def _gather_to_host(self, leaves):
         import jax

@@ -175,6 +175,35 @@ class LegacyRebatchIterator(Iterator):
             self._batch = None
         return out
 
+    def _next_many(self, k):
+        """Up to ``k`` pieces, cut with one flatten per incoming batch (the distributed iterator asks for a
+        step's worth at once); the same pieces, in the same order, as ``k`` calls of ``_next``."""
+        out = []
+        while len(out) < k:
+            if self._batch is None:
+                try:
+                    self._batch = self.input.next()
+                except StopIteration:
+                    break
+                except Exception as e:  # noqa: BLE001 - as the base class: what came before the error first
+                    if not out:
+                        raise
+                    self._deferred = e
+                    break
+                self._piece = 0
+            batch = self._batch
+            leaves = st.flatten(batch)
+            b = len(leaves[0]) if leaves else 0
+            c = -(-b // self._n)
+            stop = min(self._n, self._piece + k - len(out))
+            for i in range(self._piece, stop):
+                lo, hi = min(i * c, b), min((i + 1) * c, b)
+                out.append(st.pack_as(batch, [a[lo:hi] for a in leaves]))
+            self._piece = stop
+            if stop == self._n:
+                self._batch = None
+        return out
+
     def children(self):
         return [self.input]
 
