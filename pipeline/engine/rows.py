@@ -34,6 +34,15 @@ class RowQueue:
             self._pieces.append([batch, leaves, 0])
             self.rows += n
 
+    def push_front(self, batch) -> None:
+        """``push``, but these rows come before the pending ones."""
+        pieces = list(self._pieces)
+        self._pieces.clear()
+        self.rows = 0
+        self.push(batch)
+        self._pieces.extend(pieces)
+        self.rows += sum(len(leaves[0]) - start for _, leaves, start in pieces)
+
     def head(self):
         """The oldest pending piece's structure and its leaves' ``(dtype, row shape)``, for a caller that
         joins several queues' rows (``interleave``); None when empty."""

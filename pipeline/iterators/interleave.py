@@ -19,7 +19,8 @@ reads an inner iterator that can hand out stacked rows (``from_generator``) as s
 ``rows.RowQueue``) hold them, ahead of ``buffer``. ``next_rows`` weaves whole rounds of columns -- one strided
 copy per leaf and slot -- in exactly the order the slot model gives; anything else (a visit begun, a slot
 empty, short or holding elements or failures, a request under one round) goes element by element, and a
-slot's columns become elements (``Slot.as_elements``) before an element-wise step looks at its buffer.
+slot's next rows become elements (``Slot.as_elements``: as many as the element-wise step takes) before it looks
+at the buffer; a slot's buffered elements come before its columns.
 
 State: the input's state, ``c``, ``b`` and, per slot, the input element and its position (the inner
 dataset is rebuilt from them on restore), the inner iterator's state and the buffered elements (at most
@@ -61,8 +62,8 @@ class Rows:
 
 
 class Slot:
-    """One inner dataset: made from the input element at ``position``, read ahead into ``columns`` (stacked
-    rows, when the consumer takes them) and ``buffer`` (elements and failures), columns first."""
+    """One inner dataset: made from the input element at ``position``, read ahead into ``buffer`` (elements
+    and failures) and ``columns`` (stacked rows, when the consumer takes them), the buffer first."""
 
     __slots__ = ("element", "position", "iterator", "restore", "buffer", "failures", "ended", "busy",
                  "input_error", "columns")
@@ -77,7 +78,7 @@ class Slot:
         self.ended = False  # nothing more will come: exhausted, or failed to open
         self.busy = False  # (parallel) a read task is queued or running
         self.input_error = None  # (parallel) this slot stands for an error of the input, in its place
-        self.columns = RowQueue("interleave")  # stacked rows read ahead, before ``buffer``
+        self.columns = RowQueue("interleave")  # stacked rows read ahead, after ``buffer``
 
     def held(self) -> int:
         """Rows and elements read ahead (failures count as one)."""
@@ -108,42 +109,42 @@ class Slot:
 
     def add(self, items, ended: bool) -> None:
         if type(items) is Rows:
-            if self.buffer:  # elements are due first: these rows follow them as elements
-                self.buffer.extend(structure.unstack_rows(items.rows, items.count))
-            else:
-                self.columns.push(items.rows)
+            self.columns.push(items.rows)  # after the buffered elements, if any
         else:
             if items:
-                self.as_elements()
+                self.as_elements()  # elements come after every row read before them
             self.buffer.extend(items)
             if items and type(items[0]) is Failure:
                 self.failures += 1
         self.ended = ended
 
-    def as_elements(self) -> None:
-        """The columns' rows as elements at the head of ``buffer`` (for a step that takes elements)."""
-        if self.columns.rows:
-            n = self.columns.rows
-            self.buffer[:0] = structure.unstack_rows(self.columns.take_batch(n), n)
+    def as_elements(self, need=None) -> None:
+        """At least ``need`` (default: all) of the slot's rows and elements in ``buffer``, for a step that
+        takes elements: the columns' next rows become elements after the buffered ones (only as many as
+        needed: a batch may go back to taking columns)."""
+        queue = self.columns
+        if queue.rows and (need is None or len(self.buffer) < need):
+            k = queue.rows if need is None else min(queue.rows, need - len(self.buffer))
+            self.buffer.extend(structure.unstack_rows(queue.take_batch(k), k))
 
     def stack_buffer(self) -> bool:
-        """The buffered elements (no failures among them) as stacked rows in ``columns`` -- what a batch of
-        them would be (``batch.stack_fast``) -- for a step that takes columns; False when they do not stack.
-        (``add`` and ``as_elements`` keep a slot's rows in one of the two forms: never both.)"""
+        """The buffered elements (no failures among them) as stacked rows at the head of ``columns`` -- what
+        a batch of them would be (``batch.stack_fast``) -- for a step that takes columns; False when they do
+        not stack. (A slot's elements come before its columns: ``add``, ``as_elements``.)"""
         if not self.buffer:
             return True
         try:
             stacked = stack_fast(self.buffer, "interleave")
         except Exception:  # noqa: BLE001 - elements that do not stack alike: the element way takes them
             return False
-        self.columns.push(stacked)
+        self.columns.push_front(stacked)
         self.buffer.clear()
         return True
 
     def _held_elements(self) -> list:
         pending = self.columns.get_state()["pending"]
         rows = [row for piece in pending for row in structure.unstack_rows(piece, structure.batched_len(piece))]
-        return rows + self.buffer
+        return self.buffer + rows
 
     def close(self):
         if self.iterator is not None:
@@ -232,9 +233,9 @@ class SlotCycle(Iterator):
         for slot in order:
             if slot is None:
                 return
-            if len(slot.buffer) < rounds * B and not slot.ended and not slot.failures:
+            if slot.held() < rounds * B and not slot.ended and not slot.failures:
                 self._short(slot, rounds * B)
-            slot.as_elements()
+            slot.as_elements(rounds * B)
             buf = slot.buffer
             rounds = min(rounds, len(buf) // B)
             if not rounds or slot.failures:  # failures go through the element-by-element path
@@ -278,7 +279,7 @@ class SlotCycle(Iterator):
                         break
                     if slot is not self._slots[self._c]:  # deterministic=False switched slots
                         continue
-                    slot.as_elements()
+                    slot.as_elements(min(n - len(out), self._block_length - self._b))
                     buf = slot.buffer
                     if not buf:  # ended
                         slot.close()
@@ -341,6 +342,11 @@ class SlotCycle(Iterator):
                 return None, -1
             if slot.columns.rows < rounds * B and not slot.ended:
                 self._short(slot, rounds * B)
+                if not slot.held() and not slot.ended:  # nothing yet: wait for it here (as the element way
+                    # would when it reached the slot) rather than take this round element by element
+                    current = self._slots[self._c]
+                    if not self._await(slot, False) or self._slots[self._c] is not current:
+                        return None, -1  # closed, or deterministic=False moved to another slot
                 if slot.failures or not slot.stack_buffer():
                     return None, -1
             rounds = min(rounds, slot.columns.rows // B)
