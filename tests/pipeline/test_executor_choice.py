@@ -290,6 +290,15 @@ def test_an_error_in_the_function_is_delivered_in_its_place_under_either_executo
     assert head + rest == [3 * x for x in range(200) if x != 7]
 
 
+@pytest.mark.parametrize("m", [HOLDS, RELEASES], ids=["holds", "releases"])
+def test_a_map_with_deterministic_false_yields_the_same_multiset_under_either_executor(measured, m):
+    measured(m)
+    ds = Dataset.range(500).map(lambda x: x * 3, num_parallel_calls=AUTOTUNE, deterministic=False)
+    got, it = as_list(ds.with_options(opts()))
+    assert it.executor_decision.executor == ("process" if m is HOLDS else "thread")
+    assert sorted(int(x) for x in got) == [3 * x for x in range(500)]
+
+
 def test_with_rng_maps_draw_the_same_under_either_executor(measured):
     def make(executor=None):
         return (Dataset.range(300).map(lambda x, rng: x + rng.integers(1000), num_parallel_calls=AUTOTUNE,
