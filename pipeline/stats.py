@@ -128,6 +128,12 @@ class _Timed:
         self.stats.elements += len(out)
         return out
 
+    def next_rows(self, n):  # stacked rows (engine/blocks.py): ``(rows, count)``, count <= 0 for none
+        rows, k = self._call(self.inner.next_rows, n)
+        if k > 0:
+            self.stats.elements += k
+        return rows, k
+
     def next_indices(self, n):
         out = self._call(self.inner.next_indices, n)
         self.stats.elements += len(out)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jaxfeed.pipeline import Dataset, TensorSpec
+from jaxfeed.pipeline import Dataset, Options, TensorSpec
 from jaxfeed.pipeline.iterators import batch as batch_module
 from jaxfeed.pipeline.iterators import generator as generator_module
 from jaxfeed.pipeline.iterators.batch import stack_fast
@@ -293,3 +293,19 @@ def test_batches_of_interleaved_generators_are_not_restacked(monkeypatch):
     assert len(got) == 38 and sum(stacked) <= 64 + 2 * 64  # the first batch, and the tail's visits
     with element_path():
         assert_same_runs(got, run(interleaved(p6_spec(), files, 4, 1, None, 64)))
+
+
+def test_statistics_count_the_rows_that_went_as_columns():
+    options = Options()
+    options.experimental_statistics = True
+    files = [p6_rows(100, s) for s in range(3)]
+
+    def counts():
+        it = iter(interleaved(p6_spec(), files, 3, 1, None, 10).with_options(options))
+        list(it)
+        return [(row["kind"], row["elements"]) for row in it.stats().rows]
+
+    with element_path():
+        expected = counts()
+    assert counts() == expected
+    assert ("Generator", 100) in expected
