@@ -56,9 +56,9 @@ class Rows:
         self.rows = rows
         self.count = count
 
-    def first(self):
-        """The first row as an element (for ``_adapt``)."""
-        return structure.unstack_rows(self.rows, 1)[0]
+    def first_leaves(self) -> list:
+        """The first row's leaves, as its element's would be (for ``_adapt``)."""
+        return [leaf[0] for leaf in structure.flatten(self.rows)]
 
 
 class Slot:
@@ -203,7 +203,11 @@ class SlotCycle(Iterator):
         image records, decoded arrays -- stays bounded in memory and in the saved state."""
         if not items:
             return
-        first = items.first() if type(items) is Rows else items[0]
+        if type(items) is Rows:
+            size = sum(len(x) if isinstance(x, bytes) else getattr(x, "nbytes", 8) for x in items.first_leaves())
+            self._read = max(self._block_length, min(READ_AHEAD, READ_BYTES // max(size, 1)))
+            return
+        first = items[0]
         if type(first) is bytes:  # records, lines: the common case, without flattening a structure
             size = len(first)
         elif type(first) is Failure:
