@@ -47,6 +47,7 @@ TARGETS = [
     ("P4", "jaxfeed / best peer", "jaxfeed", "best_peer", ">=", 1.0),
     ("P5", "jaxfeed / best peer running the Python function", "jaxfeed", "best_python_peer", ">=", 1.5),
     ("P6", "jaxfeed / best peer", "jaxfeed", "best_peer", ">=", 2.0),
+    ("P6", "jaxfeed / hand loop (issue 19: ParquetDataset.batch reaches it)", "jaxfeed", "hand", ">=", 0.9),
     # Issue 19: each pipeline written exactly as for tf.data ("as ported": per-element maps with the Python
     # function the DataLoader / Grain peers run, from_generator sources), judged on that one form.
     ("P1", "as ported / best peer running the Python function", "as_ported", "best_python_peer", ">=", 1.5),
