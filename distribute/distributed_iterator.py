@@ -50,6 +50,9 @@ from . import lifetime
 from .values import NARROWED, to_device_dtype, x64_enabled
 
 STATE_VERSION = 1
+# delivered steps the iterator still holds while its prefetch thread runs: the user's step in use and the
+# one before (dropped by the user when the next step is bound); older ones are freed by that thread
+RETIRE_AFTER = 2
 _det_logger = logging.getLogger("jaxfeed.determinism")
 
 
@@ -80,6 +83,8 @@ class DistributedIterator:
         self._cap = dds._cap
         self._template = None
         self._buffered: collections.deque = collections.deque()  # host steps read ahead (restored or drained)
+        # steps delivered while the prefetch thread runs, held until it drops them (see ``_free_retired``)
+        self._retired: collections.deque = collections.deque()
         self._queue = None
         self._thread = None
         self._stop = threading.Event()
@@ -222,9 +227,19 @@ class DistributedIterator:
         return st.pack_as(self._template, out)
 
     # ------------------------------------------------------------------ background prefetch
+    def _free_retired(self):
+        """Drop the iterator's reference to steps delivered ``RETIRE_AFTER`` steps ago or more. When the user
+        dropped theirs already (``batch = next(it)`` rebinds the name), this thread frees the step's device
+        buffers, off the training loop's path (freeing a step's per-device buffers costs tens of
+        microseconds, charged to ``next`` when the rebinding frees them)."""
+        retired = self._retired
+        while len(retired) > RETIRE_AFTER:
+            retired.popleft()
+
     def _producer(self):
         try:
             while not self._stop.is_set():
+                self._free_retired()
                 host = self._host_step()
                 item = ("end", None) if host is None else ("step", host)
                 if item[0] == "step" and self._dds._options.experimental_fetch_to_device:
@@ -264,6 +279,7 @@ class DistributedIterator:
                 continue
         self._thread.join()
         self._thread = None
+        self._retired.clear()  # no thread to free them: the user's references decide again
         tail = list(self._buffered)  # what the producer parked after being stopped (newest)
         self._buffered.clear()
         for item in drained:
@@ -312,6 +328,8 @@ class DistributedIterator:
             self._halt_after_error()
             raise item[1]
         self._delivered += 1
+        if self._thread is not None:  # the prefetch thread frees it later (deque appends are thread-safe)
+            self._retired.append(item[2])
         return item[2]
 
     def _halt_after_error(self):
@@ -319,6 +337,7 @@ class DistributedIterator:
             self._stop.set()
             self._thread.join(timeout=1)
             self._thread = None
+        self._retired.clear()
 
     next = __next__
 
