@@ -77,6 +77,7 @@ class RowQueue:
     def take_leaves(self, k: int):
         """The next ``k`` rows (1 <= ``k`` <= ``rows``) as ``(structure, leaves)``: ``take_batch``'s leaves in
         ``flatten`` order, not yet packed (for a caller that joins them further)."""
+        self._check_joinable(k)
         parts = []
         need = k
         while need:
@@ -91,6 +92,20 @@ class RowQueue:
             return template, parts[0][1]
         columns = zip(*(leaves for _, leaves in parts))
         return template, [self._concatenate(j, col) for j, col in enumerate(columns)]
+
+    def _check_joinable(self, k: int) -> None:
+        """The pieces the next ``k`` rows come from must share one structure: their leaves are joined by
+        position, so ``{"a": ...}`` rows after ``{"b": ...}`` rows would silently take the first's keys.
+        Checked before anything is consumed, so the queue is unchanged when it raises."""
+        first, need = self._pieces[0][0], k
+        for template, leaves, start in self._pieces:
+            if template is not first and not structure.same_structure(first, template):
+                raise InvalidArgumentError(
+                    f"{self._what}: Cannot join rows of batches with different structures: "
+                    f"{structure.describe(template)} after {structure.describe(first)}.", self._what)
+            need -= len(leaves[0]) - start
+            if need <= 0:
+                return
 
     def _concatenate(self, leaf_index, col):
         try:

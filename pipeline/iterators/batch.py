@@ -193,11 +193,10 @@ def stack_fast(elements: list, what: str):
     columns = _flat_columns(elements, first)
     if columns is _OTHER:
         return structure.stack(elements, what=what)  # flat, but not all alike: it raises, naming them
-    if columns is None:
-        flat = [structure.flatten(e) for e in elements]
-        if len(set(map(len, flat))) != 1:
+    if columns is None:  # nested: the same leaf count is not enough ({"a": {"x"}} vs {"b": {"x"}})
+        if not all(structure.same_structure(first, e) for e in elements[1:]):
             return structure.stack(elements, what=what)  # different structures: it raises, naming them
-        columns = list(zip(*flat))
+        columns = list(zip(*[structure.flatten(e) for e in elements]))
     leaves = []
     for col in columns:
         out = stack_leaf_fast(col, col[0])

@@ -51,6 +51,8 @@ class PaddedBatchIterator(Iterator):
         plans = self._plan_for(elements[0])
         if not structure.is_nested(elements[0]):
             return self._pad_column(elements, plans[0], first)
+        if not all(structure.same_structure(elements[0], e) for e in elements[1:]):
+            return structure.stack(elements, what=f"batch ({self._label})")  # it raises, naming the element
         columns = zip(*(structure.flatten(e) for e in elements))
         return structure.pack_as(elements[0], [self._pad_column(list(col), p, first)
                                                for col, p in zip(columns, plans)])

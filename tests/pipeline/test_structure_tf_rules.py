@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jaxfeed.pipeline import Dataset, checkpoint
+from jaxfeed.pipeline import Dataset, Options, checkpoint, errors
 from jaxfeed.pipeline import structure as S
 
 Point = collections.namedtuple("Point", ["y", "x"])
@@ -471,3 +471,36 @@ def test_a_list_of_int_tuples_in_data_is_an_int32_array_as_in_tf():
 def test_an_inner_list_of_dicts_in_a_function_result_raises_type_error():
     with pytest.raises(TypeError, match="list holds a dict"):
         values(Dataset.range(1).map(lambda x: {"a": [{"k": 1}]}))
+
+
+# ---------------------------------------------------------------------- batches never relabel a dict
+def _alternating_keys(i):
+    """Elements whose structures differ only in a dict key: the same leaf count, other keys."""
+    return {"a": {"x": i}} if i % 2 == 0 else {"b": {"x": i}}
+
+
+def _no_fusion():
+    options = Options()
+    options.experimental_optimization.map_and_batch_fusion = False
+    return options
+
+
+@pytest.mark.parametrize("make", [
+    lambda: Dataset.range(4).map(_alternating_keys).batch(2),
+    lambda: Dataset.range(4).map(_alternating_keys).batch(2).with_options(_no_fusion()),
+    lambda: Dataset.range(4).map(_alternating_keys, num_parallel_calls=2).batch(2),
+    lambda: Dataset.range(4).map(_alternating_keys, num_parallel_calls=2, executor="process").batch(2),
+    lambda: Dataset.range(4).map(_alternating_keys).padded_batch(2),
+    lambda: Dataset.range(4).map(_alternating_keys).batch(1).rebatch(2),
+    lambda: Dataset.range(4).map(lambda i: {"a": (i, i)} if i % 2 == 0 else {"b": (i, i)}).batch(2),
+], ids=["fused", "batch", "thread-map", "process-map", "padded_batch", "rebatch", "dict-of-tuples"])
+def test_a_batch_of_elements_whose_dict_keys_differ_raises_instead_of_taking_the_first_keys(make):
+    """{"a": {"x": 0}} and {"b": {"x": 1}} have the same leaves: stacking them by position used to give
+    {"a": {"x": [0, 1]}}, silently moving element 1's value under another key."""
+    with pytest.raises(errors.InvalidArgumentError, match="structure"):
+        list(make())
+
+
+def test_unbatch_keeps_each_rows_own_structure():
+    got = list(Dataset.range(4).map(_alternating_keys).batch(1).unbatch())
+    assert [sorted(e) for e in got] == [["a"], ["b"], ["a"], ["b"]]
