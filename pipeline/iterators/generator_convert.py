@@ -154,23 +154,13 @@ def _all_of_type(values, t) -> bool:
 
 
 def _tuple_block(spec, label):
-    parts = [block_converter(s, label) for s in spec]
-    n = len(parts)
-    named = structure.is_namedtuple(spec)
-    own = type(spec)
+    columns_of = _tuple_columns(spec, [block_converter(s, label) for s in spec])
+    named, own = structure.is_namedtuple(spec), type(spec)
 
     def convert_tuples(values):
-        t = type(values[0])
-        if not n or not (t is tuple or (named and t is own)) or not _all_of_type(values, t):
+        columns = columns_of(values) if len(spec) else None
+        if columns is None:
             return None
-        if operator.countOf(map(len, values), n) != len(values):
-            return None
-        columns = []
-        for part, column in zip(parts, zip(*values)):
-            converted = part(column)
-            if converted is None:
-                return None
-            columns.append(converted)
         rows = zip(*columns)
         return list(map(own._make, rows)) if named else list(rows)
 
