@@ -21,7 +21,11 @@ A background thread prepares up to ``experimental_per_replica_buffer_size`` step
 the devices -- except under determinism (``jaxfeed.determinism.enable_op_determinism``) when the pipeline
 has a stateful function: then every step is read on the consumer's thread when it is asked for (tf.data's
 rule: stateful functions run in a fixed sequence, prefetch is switched off), the node that forced it is
-logged to the ``jaxfeed.determinism`` logger, and ``iterator.synchronous_reason`` names it.
+logged to the ``jaxfeed.determinism`` logger, and ``iterator.synchronous_reason`` names it. While that thread
+runs, the iterator also holds the last two steps it delivered and the thread drops older ones: a step the user
+has let go is freed there, not inside the next ``next`` (freeing its per-device buffers is not free). A
+dense step (every replica a full piece) is joined without the padding walk, and a step's numeric components
+go to the devices in one placement call.
 
 ``get_state()`` stops it and returns ``{"version": 1, "workers": [<DatasetIterator state>, ...], "buffered":
 [<steps read but not yet delivered>], "step": <steps delivered>, ...}`` (an ``experimental_distribute_dataset``
@@ -234,7 +238,10 @@ class DistributedIterator:
         microseconds, charged to ``next`` when the rebinding frees them)."""
         retired = self._retired
         while len(retired) > RETIRE_AFTER:
-            retired.popleft()
+            try:
+                retired.popleft()
+            except IndexError:  # cleared by the consumer meanwhile (close after a join that timed out)
+                break
 
     def _producer(self):
         try:
