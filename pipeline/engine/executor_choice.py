@@ -123,6 +123,22 @@ def too_cheap(per_call_wall: float) -> Decision | None:
     return None
 
 
+def cannot_pay(per_call_wall: float, transfer: float, cpus: int) -> Decision | None:
+    """The decision after the warm-up alone when processes cannot pay even for a function that holds the GIL
+    all the time: ``cpus`` workers at ``per_call_wall`` each (an upper bound of its CPU per call) against an
+    element's trip there and back. No two-thread probe then: it would only delay the first batch (the
+    probe's elements wait for the input one chunk after another, where threads would overlap them)."""
+    if cpus < 2:
+        return Decision("thread", f"{cpus} CPU in the budget: processes cannot run side by side")
+    trip = TRIP_SECONDS + TRANSFER_FACTOR * transfer
+    gain = per_call_wall * cpus / (per_call_wall + trip)
+    if gain < MIN_GAIN:
+        return Decision("thread", f"too cheap to hand to processes: {_us(per_call_wall)} per call, "
+                                  f"~{_us(trip)} to move an element there and back ({gain:.2f}x on {cpus} "
+                                  "CPUs at best)")
+    return None
+
+
 def _us(seconds: float) -> str:
     return f"{seconds * 1e6:.2f} us"
 

@@ -116,7 +116,8 @@ class _Chooser(Iterator):
         while True:
             block, error = _take(self.input, step)
             t0, c0 = self.clock(), self.cpu_clock()
-            results += self._run(block, position)
+            mapped = self._run(block, position)
+            results += mapped
             wall, cpu = self.clock() - t0, self.cpu_clock() - c0
             total += wall
             position += len(block)
@@ -134,7 +135,8 @@ class _Chooser(Iterator):
             if warm or position >= executor_choice.MAX_WARM:
                 break
             step *= 2
-        quick = executor_choice.too_cheap(per_call)
+        quick = executor_choice.too_cheap(per_call) or executor_choice.cannot_pay(
+            per_call, executor_choice.transfer_seconds(block, mapped), self.ctx.cpu_count)
         if quick is not None:
             return results, position, quick, False
         n = int(executor_choice.PROBE_SECONDS / max(per_call, 1e-9))

@@ -432,6 +432,24 @@ def test_one_cpu_in_the_budget_stays_on_threads_without_a_probe(measured):
     assert it.executor_decision.reason.startswith("1 CPU in the budget")
 
 
+def test_the_rule_skips_the_probe_when_processes_cannot_pay_even_for_a_gil_bound_function():
+    assert executor_choice.cannot_pay(4e-6, 1e-6, cpus=2).executor == "thread"  # 2x4 / (4 + 2 + 2) = 1.0
+    assert executor_choice.cannot_pay(100e-6, 1e-6, cpus=2) is None  # 2x100 / (100 + 4): worth a probe
+    assert executor_choice.cannot_pay(100e-6, 1e-6, cpus=1).executor == "thread"
+
+
+def test_a_map_whose_elements_cost_more_to_move_than_to_map_stays_on_threads_without_a_probe(measured,
+                                                                                             monkeypatch):
+    """The first batch must not wait for a two-thread probe that cannot change the decision (P3's parse:
+    ~4 us a call, as much again to move a record to a worker and back)."""
+    probe = measured(HOLDS)  # a probe would say: holds the GIL, go to processes
+    monkeypatch.setattr(executor_choice, "transfer_seconds", lambda elements, results, clock=None: 1.0)
+    got, it = as_list(Dataset.range(300).map(tokens, num_parallel_calls=AUTOTUNE))
+    assert probe.calls == 0 and isinstance(it._inner, ParallelMapIterator)
+    assert it.executor_decision.reason.startswith("too cheap to hand to processes")
+    assert_elements_equal(got, [tokens(i) for i in range(300)])
+
+
 def test_a_function_cloudpickle_cannot_serialise_stays_on_threads(measured):
     measured(HOLDS)
     lock = threading.Lock()
