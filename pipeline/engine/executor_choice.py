@@ -123,6 +123,12 @@ def too_cheap(per_call_wall: float) -> Decision | None:
     return None
 
 
+NO_HOPE_GAIN = 1.0  # (cannot_pay) below this, processes would not even match one core: the probe is skipped.
+# Not MIN_GAIN: the warm-up's time per call is one thread's, while ``decide`` judges the probe's CPU per call,
+# which GIL hand-offs between two threads inflate (a 8 us tokeniser measured 1.1-1.2x here and a probe chose
+# processes, which then ran 1.17x faster than threads).
+
+
 def cannot_pay(per_call_wall: float, transfer: float, cpus: int) -> Decision | None:
     """The decision after the warm-up alone when processes cannot pay even for a function that holds the GIL
     all the time: ``cpus`` workers at ``per_call_wall`` each (an upper bound of its CPU per call) against an
@@ -132,7 +138,7 @@ def cannot_pay(per_call_wall: float, transfer: float, cpus: int) -> Decision | N
         return Decision("thread", f"{cpus} CPU in the budget: processes cannot run side by side")
     trip = TRIP_SECONDS + TRANSFER_FACTOR * transfer
     gain = per_call_wall * cpus / (per_call_wall + trip)
-    if gain < MIN_GAIN:
+    if gain < NO_HOPE_GAIN:
         return Decision("thread", f"too cheap to hand to processes: {_us(per_call_wall)} per call, "
                                   f"~{_us(trip)} to move an element there and back ({gain:.2f}x on {cpus} "
                                   "CPUs at best)")

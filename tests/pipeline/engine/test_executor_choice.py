@@ -433,8 +433,9 @@ def test_one_cpu_in_the_budget_stays_on_threads_without_a_probe(measured):
 
 
 def test_the_rule_skips_the_probe_when_processes_cannot_pay_even_for_a_gil_bound_function():
-    assert executor_choice.cannot_pay(4e-6, 1e-6, cpus=2).executor == "thread"  # 2x4 / (4 + 2 + 2) = 1.0
-    assert executor_choice.cannot_pay(100e-6, 1e-6, cpus=2) is None  # 2x100 / (100 + 4): worth a probe
+    assert executor_choice.cannot_pay(3e-6, 1e-6, cpus=2).executor == "thread"  # 2x3 / (3 + 2 + 2) = 0.86
+    assert executor_choice.cannot_pay(8e-6, 1e-6, cpus=2) is None  # 2x8 / (8 + 4) = 1.33: worth a probe
+    assert executor_choice.cannot_pay(8e-6, 3e-6, cpus=2) is None  # 1.14: the probe decides (a tokeniser)
     assert executor_choice.cannot_pay(100e-6, 1e-6, cpus=1).executor == "thread"
 
 
