@@ -155,7 +155,8 @@ class DistributedIterator:
             cap = max(cap, self._cap)
         if len(pieces) == self._R and all(n == cap for n in local_sizes):
             # a dense step (every replica a full piece, the usual case): one concatenation per component,
-            # without the padding walk (a copy: a read-only view of the global batch measured no faster)
+            # without the padding walk (a read-only view of the global batch instead of the copy measured no
+            # faster: checking where 8 pieces lie costs about what copying 512 KiB of warm memory does)
             out = [np.concatenate([leaves[j] for leaves in leaves_per_piece], axis=0) if self._R > 1
                    else np.array(leaves_per_piece[0][j], copy=True) for j in range(len(leaves_per_piece[0]))]
             return {"leaves": out, "sizes": list(sizes), "cap": cap}

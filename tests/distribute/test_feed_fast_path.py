@@ -182,3 +182,11 @@ def test_without_the_prefetch_thread_the_iterator_holds_no_delivered_step(s4):
     ref = weakref.ref(first["y"])
     del first
     assert ref() is None
+
+
+def test_large_dense_steps_reach_the_devices_with_the_pipelines_values(s4):
+    rows = np.random.default_rng(0).normal(size=(4096 * 3, 32)).astype(np.float32)
+    dist = s4.experimental_distribute_dataset(Dataset.from_tensor_slices(rows).batch(4096))
+    got = [np.asarray(step.arrays) for step in dist]
+    assert len(got) == 3
+    assert all(np.array_equal(g, rows[k * 4096:(k + 1) * 4096]) for k, g in enumerate(got))
