@@ -42,9 +42,14 @@ TRIP_SECONDS = 2e-6  # CPU an element's trip to a worker process and back costs 
 # ~1 us in the worker; measured with psutil on 2 cores): processes only pay for calls well above it
 TRANSFER_FACTOR = 2  # ...plus this many times the measured pickling both ways (big elements are copied
 # through the pipe or the slab as well as pickled)
-MIN_GAIN = 1.25  # the speed-up processes must promise over one core: (calls x CPUs) / (calls + trips)
+MIN_GAIN = 1.1  # the speed-up processes must promise over one core: (calls x CPUs) / (calls + trips), the
+# calls timed on one thread (the warm-up): an 8 us tokeniser promises 1.13-1.21x on 2 CPUs and ran 1.17x
+# faster in processes than on threads; P3's 3-4 us parse promises 0.5-0.85x and stays on threads
 GIL_CORES = 1.4  # ``Measurement.scaling`` above which the function runs in parallel on threads (1.0 when
 # it holds the GIL, plus some of the thread start-up; 2.0 when it releases it, on a machine with 2 cores free)
+DISTURBED = 0.6  # ``Measurement.scaling`` below which two threads got much less CPU than one did: not the GIL
+# (that gives ~1.0) but other threads -- the pipeline's own readers, other programs -- taking the cores, which
+# worker processes would have to share as well
 BUSY_CORES = 0.5  # CPU/wall on one thread below which the calls mostly wait (sleep, I/O): threads overlap
 # waits as well as processes do
 START_SECONDS = 0.1  # starting worker processes (a forkserver fork and imports: 30-100 ms, more the first
@@ -62,6 +67,7 @@ class Measurement:
     wall: float
     cpu: float
     transfer: float
+    solo_per_call: float = 0.0  # wall seconds per call of the warm-up's calls on one thread (0: unknown)
     solo: float = 1.0  # CPU / wall of the warm-up's calls on one thread (below 1: they waited, or the
     # machine is busy -- a loaded machine lowers both measures alike, so their ratio is what is judged)
 
@@ -103,10 +109,16 @@ def decide(m: Measurement, cpus: int, remaining: int | None = None) -> Decision:
     ratio = f"cpu/wall {m.cores:.2f} on {m.threads} threads, {m.solo:.2f} on 1"
     if m.scaling >= GIL_CORES:
         return Decision("thread", f"function releases the GIL: {ratio}")
+    if m.scaling < DISTURBED:
+        return Decision("thread", f"probe disturbed (two threads got less CPU than one: {ratio}): other work "
+                                  "takes the cores processes would need")
     trip = TRIP_SECONDS + TRANSFER_FACTOR * m.transfer
-    gain = m.per_call * cpus / (m.per_call + trip)
+    # a call's cost as one thread saw it: on two threads a function that holds the GIL also burns CPU handing
+    # the GIL over, which inflates the probe's CPU per call and would favour processes
+    per_call = m.solo_per_call or m.per_call
+    gain = per_call * cpus / (per_call + trip)
     if gain < MIN_GAIN:
-        return Decision("thread", f"too cheap to hand to processes: {_us(m.per_call)} of CPU per call, "
+        return Decision("thread", f"too cheap to hand to processes: {_us(per_call)} per call, "
                                   f"~{_us(trip)} to move an element there and back ({gain:.2f}x on {cpus} "
                                   f"CPUs at best)")
     if remaining is not None and remaining * m.per_call < START_FACTOR * START_SECONDS:
@@ -123,10 +135,8 @@ def too_cheap(per_call_wall: float) -> Decision | None:
     return None
 
 
-NO_HOPE_GAIN = 1.0  # (cannot_pay) below this, processes would not even match one core: the probe is skipped.
-# Not MIN_GAIN: the warm-up's time per call is one thread's, while ``decide`` judges the probe's CPU per call,
-# which GIL hand-offs between two threads inflate (a 8 us tokeniser measured 1.1-1.2x here and a probe chose
-# processes, which then ran 1.17x faster than threads).
+NO_HOPE_GAIN = 1.0  # (cannot_pay) below this, processes would not even match one core: the probe is skipped
+# (between it and MIN_GAIN the probe still runs: it also finds functions that release the GIL or wait).
 
 
 def cannot_pay(per_call_wall: float, transfer: float, cpus: int) -> Decision | None:

@@ -21,6 +21,8 @@ the decision probes when restored.
 
 from __future__ import annotations
 
+import dataclasses
+
 import time
 
 from ..engine import executor_choice
@@ -145,6 +147,7 @@ class _Chooser(Iterator):
         measured = None
         if len(block) >= 2:
             mapped, measured = self.probe(self._run_block, block, position, solo, self.clock, self.cpu_clock)
+            measured = dataclasses.replace(measured, solo_per_call=per_call)
         else:
             mapped = self._run(block, position)
         results += mapped
