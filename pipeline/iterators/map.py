@@ -82,3 +82,24 @@ def rng_factory(seeds, iteration):
         return random_seed.generator(seeds, *iteration, position)
 
     return make
+
+
+class HandedOverByProbe:
+    """A parallel map stage that an executor choice (``iterators/chosen_map.py``) may hand its input to:
+    while ``waiting_for_probe`` it starts nothing; ``resume_after`` goes on after the probe's elements."""
+
+    waiting_for_probe = False
+
+    def start_ahead(self):
+        """Start the workers and submit the first tasks now (their input is read on the thread that creates
+        the iterator)."""
+        if self._pool is None and not self.waiting_for_probe:
+            self._fill()
+
+    def resume_after(self, position: int, ready: list, seeds) -> None:
+        """Go on after ``position`` input elements mapped elsewhere -- the executor choice's probe --
+        delivering their results, ``ready``, first; and start reading."""
+        self._position = position
+        self._ready = Delivery.of(ready)
+        self._seeds = seeds
+        self.waiting_for_probe = False

@@ -25,7 +25,7 @@ from ..options import effective_deterministic
 from ..engine import autotune
 from .base import count_held, finalizing
 from ..engine.blocks import Delivery, DeliveringIterator, Failure, apply_block, drop_args
-from .map import node_seeds, rng_factory
+from .map import HandedOverByProbe, node_seeds, rng_factory
 from ..engine.pool import TunedPool, stage_threads
 
 TARGET_TASK_SECONDS = 0.0005
@@ -51,11 +51,10 @@ def _run_block(fn, block, unpack, label, position, extra):
     return results, failed, (time.perf_counter() - t0) / max(1, len(block))
 
 
-class ParallelMapIterator(DeliveringIterator):
+class ParallelMapIterator(HandedOverByProbe, DeliveringIterator):
     # The tuner's clock, also timing the consumer's waits it is told about: tests put a fake one here, so
     # that what the tuner decides never depends on the machine's speed or load.
     clock = staticmethod(time.perf_counter)
-    waiting_for_probe = False  # while an executor choice probes the input (see resume_after): start nothing
 
     def __init__(self, node, ctx):
         super().__init__(node, ctx)
@@ -107,19 +106,9 @@ class ParallelMapIterator(DeliveringIterator):
             self._position += len(block)
             self._inflight.append(fut)
 
-    def start_ahead(self):
-        """Submit the first blocks now (their input is read on the thread that creates the iterator)."""
-        if self._pool is None and not self.waiting_for_probe:
-            self._fill()
-
     def resume_after(self, position: int, ready: list, seeds) -> None:
-        """Go on after ``position`` input elements mapped elsewhere -- the executor choice's probe
-        (``iterators/chosen_map.py``) -- delivering their results, ``ready``, first; and start reading."""
-        self._position = position
-        self._ready = Delivery.of(ready)
-        self._seeds = seeds
+        super().resume_after(position, ready, seeds)
         self._extra = rng_factory(seeds, self.ctx.iteration)
-        self.waiting_for_probe = False
 
     def _next_done(self):
         if self.deterministic:

@@ -40,7 +40,7 @@ from ..engine import autotune
 from ..engine.pool import thread_cap
 from ..engine.blocks import Delivery, DeliveringIterator, Failure, StackedDelivery, apply_block
 from .base import count_held, finalizing
-from .map import node_seeds, rng_factory
+from .map import HandedOverByProbe, node_seeds, rng_factory
 from ..engine.shared_memory import SlabPool, unpack_leaves
 from ..engine.worker import STACKED
 
@@ -226,12 +226,11 @@ class _Starting:
             self.pool.close()
 
 
-class ProcessMapIterator(DeliveringIterator):
+class ProcessMapIterator(HandedOverByProbe, DeliveringIterator):
     stacks_rows = True  # workers stack failure-free blocks (worker.STACKED)
     # The tuner's clock, also timing the consumer's waits it is told about: tests put a fake one here, so
     # that what the tuner decides never depends on the machine's speed or load.
     clock = staticmethod(time.perf_counter)
-    waiting_for_probe = False  # while an executor choice probes the input (see resume_after): start nothing
 
     def __init__(self, node, ctx):
         super().__init__(node, ctx)
@@ -311,19 +310,6 @@ class ProcessMapIterator(DeliveringIterator):
         self._position += len(block)
         self._ready = Delivery(results, failed)
         return True
-
-    def start_ahead(self):
-        """Start the worker processes and submit the first tasks now."""
-        if self._pool is None and not self.waiting_for_probe:
-            self._fill()
-
-    def resume_after(self, position: int, ready: list, seeds) -> None:
-        """Go on after ``position`` input elements mapped elsewhere -- the executor choice's probe
-        (``iterators/chosen_map.py``) -- delivering their results, ``ready``, first; and start reading."""
-        self._position = position
-        self._ready = Delivery.of(ready)
-        self._seeds = seeds
-        self.waiting_for_probe = False
 
     def _fill(self):
         if self._pool is None:
