@@ -169,25 +169,14 @@ def _tuple_block(spec, label):
 
 def _dict_block(spec, label):
     keys = tuple(spec)
-    parts = [block_converter(spec[k], label) for k in keys]
-    n = len(keys)
-    if not n:
+    if not keys:
         return _never
-    # Each value's items by the signature's keys, as tuples. A dict of exactly ``n`` keys that has every key
-    # of the signature has the signature's key set: ``value.keys() == spec.keys()``, the per-value check.
-    getter = operator.itemgetter(*keys) if n > 1 else (lambda d, k=keys[0]: (d[k],))
+    columns_of = _dict_column_list(keys, [block_converter(spec[k], label) for k in keys])
     rebuild = _dict_maker(keys)
 
     def convert_dicts(values):
-        if not _all_of_type(values, dict) or operator.countOf(map(len, values), n) != len(values):
-            return None  # dict subclasses (and anything else) go value by value, as the check allows them
-        columns = []
-        for part, column in zip(parts, zip(*map(getter, values))):  # KeyError: a key is missing
-            converted = part(column)
-            if converted is None:
-                return None
-            columns.append(converted)
-        return rebuild(columns)
+        columns = columns_of(values)
+        return None if columns is None else rebuild(columns)
 
     return convert_dicts
 
@@ -321,21 +310,34 @@ def _tuple_columns(spec, parts):
 
 def _dict_columns(spec, parts):
     keys = tuple(spec)
+    columns_of = _dict_column_list(keys, parts)
+
+    def dict_columns(values):
+        columns = columns_of(values)
+        return None if columns is None else dict(zip(keys, columns))
+
+    return dict_columns
+
+
+def _dict_column_list(keys, parts):
+    """``values -> [column per key]`` (None: not plain dicts of exactly these keys, or a column it does not
+    take). Each value's items are read by the signature's keys: a dict of exactly ``len(keys)`` keys that has
+    every one of them has the signature's key set, the per-value check (``KeyError``: a key is missing)."""
     n = len(keys)
     getter = operator.itemgetter(*keys) if n > 1 else (lambda d, k=keys[0]: (d[k],))
 
-    def dict_columns(values):
+    def column_list(values):
         if not _all_of_type(values, dict) or operator.countOf(map(len, values), n) != len(values):
-            return None
+            return None  # dict subclasses (and anything else) go value by value, as the check allows them
         columns = []
-        for part, column in zip(parts, zip(*map(getter, values))):  # KeyError: a key is missing
+        for part, column in zip(parts, zip(*map(getter, values))):
             converted = part(column)
             if converted is None:
                 return None
             columns.append(converted)
-        return dict(zip(keys, columns))
+        return columns
 
-    return dict_columns
+    return column_list
 
 
 def _string_column(values):
