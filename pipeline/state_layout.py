@@ -103,12 +103,10 @@ def unify(a: tuple, b: tuple, path: str = "state", trail: tuple = ()):
 
 def known_varying():
     """(node test, conflict test, why) for the iterators whose state layout changes between steps today."""
-    from .engine import executor_choice
     from .nodes.cache import Cache
     from .nodes.concatenate import Concatenate
     from .nodes.flat_map import FlatMap
     from .nodes.interleave import Interleave
-    from .nodes.map import Map
     from .nodes.shuffle import Shuffle
     from .nodes.unique import Unique
 
@@ -126,10 +124,6 @@ def known_varying():
          "shuffle over indices: the buffer is saved as a list until it first fills, as an int64 array after"),
         (lambda node, options: isinstance(node, Unique), lambda c: "seen_tensors" in c.own_keys,
          "unique: 'seen_tensors' (non-scalar values seen) appears only once a non-scalar value has been seen"),
-        (lambda node, options: isinstance(node, Map) and executor_choice.chooses(node, options),
-         lambda c: "executor" in c.own_keys,
-         "map(...).batch(...) whose executor AUTOTUNE chooses: the fused thread stage's state before the "
-         "decision, a process map's (the batch's under 'batch') after it"),
     ]
 
 
