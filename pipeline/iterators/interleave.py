@@ -351,8 +351,14 @@ class SlotCycle(Iterator):
                     current = self._slots[self._c]
                     if not self._await(slot, False) or self._slots[self._c] is not current:
                         return None, -1  # closed, or deterministic=False moved to another slot
-                if slot.failures or not slot.stack_buffer():
-                    return None, -1
+        # A wait above releases the lock (parallel readers): a slot checked before it may since have taken a
+        # read of elements, which turns its columns back into elements (``Slot.add``), or been replaced. So
+        # the weave is judged again here, in one pass with the lock held throughout.
+        if any(map(operator.is_not, order, self._slots[self._c:] + self._slots[:self._c])):
+            return None, -1
+        for slot in order:
+            if slot.failures or not slot.stack_buffer():
+                return None, -1
             rounds = min(rounds, slot.columns.rows // B)
             if not rounds:
                 return None, -1

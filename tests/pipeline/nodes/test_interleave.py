@@ -279,3 +279,22 @@ def test_parallel_interleave_of_tfrecord_files_with_ignore_errors_skips_the_dama
     assert b"f1-r2" not in out and out[:4] == [b"f0-r0", b"f1-r0", b"f2-r0", b"f0-r1"]
     (skip,) = it.skipped
     assert skip["error"].startswith("DataLossError") and skip["filename"].endswith("part-1.tfrecord")
+
+
+def test_parallel_interleave_of_record_files_batches_whole_rounds_while_readers_add_elements(tmp_path):
+    # Regression: batch takes woven columns (next_rows) from the cycle; waiting for one slot released the
+    # lock, a reader meanwhile handed an earlier slot a read of single elements (which turns its columns
+    # back into elements), and the weave then found that slot's columns empty: TypeError in _weave_rows.
+    from jaxfeed.formats import TFRecordDataset, TFRecordWriter
+
+    paths = []
+    for f in range(8):
+        paths.append(str(tmp_path / f"part-{f}.tfrecord"))
+        with TFRecordWriter(paths[-1]) as w:
+            for r in range(2048):
+                w.write(bytes([f]) + r.to_bytes(4, "little") + bytes(1019))
+    files = Dataset.from_tensor_slices(paths)
+    want = [bytes(x) for b in files.interleave(TFRecordDataset, cycle_length=4).batch(256) for x in b]
+    for _ in range(5):
+        ds = files.interleave(TFRecordDataset, cycle_length=4, num_parallel_calls=AUTOTUNE).batch(256)
+        assert [bytes(x) for b in ds for x in b] == want
