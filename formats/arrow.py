@@ -91,6 +91,13 @@ def _is_run(indices, first: int) -> bool:
     return indices.tobytes() == np.arange(first, first + len(indices), dtype=np.int64).tobytes()
 
 
+def _slice_columns(columns, a: int, b: int) -> dict:
+    """Rows ``a:b`` of a unit's ``(name, column, is numpy)`` columns: views of cached numpy columns are
+    copied (a batch never aliases the cache), Arrow ones become new object arrays of ``bytes``."""
+    return {n: c[a:b].copy() if is_numpy else c.slice(a, b - a).to_numpy(zero_copy_only=False)
+            for n, c, is_numpy in columns}
+
+
 def _numpy_dtype(t) -> np.dtype:
     if _is_bytes_like(t):
         return np.dtype(object)
@@ -159,12 +166,16 @@ class ArrowReader(FileReaderNode):
         self._index = None
         self._cache: collections.OrderedDict = collections.OrderedDict()
         self._open: dict = {}
+        # the unit the last run of rows came from, (first row, end row, its columns as (name, column, is
+        # numpy), unit): consecutive batches of a row group are sliced from it without a search or a lock. It is
+        # one of the cached units (dropped when the cache drops that unit), so it holds no extra memory.
+        self._recent = None
         # gather runs on batch's worker threads too: one reader at a time per node (a file handle seeks)
         self._lock = threading.RLock()
 
     def __getstate__(self):  # open files, caches and the lock stay behind (process executors pickle graphs)
         state = self.__dict__.copy()
-        for key in ("_index", "_cache", "_open", "_lock"):
+        for key in ("_index", "_cache", "_open", "_recent", "_lock"):
             state.pop(key, None)
         return state
 
@@ -192,11 +203,25 @@ class ArrowReader(FileReaderNode):
         names = self.files()
         if names is None:
             raise TypeError(f"{self.kind}: the file list is only known at run time")
-        units = [(n, u, r) for n in names for u, r in enumerate(self.open(n).rows)]
+        units = [(n, u, r) for n in names for u, r in enumerate(self._unit_rows(n))]
         if self.unit_shard is not None:
             num, index = self.unit_shard
             units = units[index::num]
         return units
+
+    def _unit_rows(self, url: str) -> list:
+        """The row counts of a file's units, for the index. The first ``OPEN_FILES`` files it opens stay open
+        and later ones are closed at once: reads begin with the first files, which are then not opened a
+        second time (keeping the last ones open, as ``open`` would, made every file open twice an epoch)."""
+        with self._lock:
+            f = self._open.get(url)
+            if f is None:
+                f = _File(url, self.format, self.columns, self.remote_options)
+                if len(self._open) < OPEN_FILES:
+                    self._open[url] = f
+                else:
+                    f.close()
+            return f.rows
 
     def _units_index(self):
         with self._lock:
@@ -262,17 +287,24 @@ class ArrowReader(FileReaderNode):
                 cols = gather_columns(self.open(name).read_table(unit))
                 self._cache[k] = cols
                 while len(self._cache) > CACHE_UNITS:
-                    self._cache.popitem(last=False)
+                    dropped, _ = self._cache.popitem(last=False)
+                    if self._recent is not None and self._recent[3] == dropped:
+                        self._recent = None
             return cols
 
     def gather(self, indices):
         indices = np.asarray(indices, dtype=np.int64)
-        units, starts = self._units_index()
-        if len(indices) == 0:
+        n = len(indices)
+        if n == 0:
             return {k: np.empty(0, dtype=s.dtype) for k, s in self.element_spec.items()}
         first_row = int(indices[0])
-        if int(indices[-1]) - first_row + 1 == len(indices) and _is_run(indices, first_row):
-            return self._gather_run(first_row, first_row + len(indices), starts)
+        if int(indices[-1]) - first_row + 1 == n and _is_run(indices, first_row):
+            recent = self._recent
+            if recent is not None and recent[0] <= first_row and first_row + n <= recent[1]:
+                a = first_row - recent[0]
+                return _slice_columns(recent[2], a, a + n)
+            return self._gather_run(first_row, first_row + n)
+        starts = self._units_index()[1]
         unit_of = np.searchsorted(starts, indices, side="right") - 1
         out = None
         for k in np.unique(unit_of).tolist():
@@ -286,17 +318,23 @@ class ArrowReader(FileReaderNode):
                 out[n][where] = take_of(c, rows)
         return out
 
-    def _gather_run(self, lo: int, hi: int, starts) -> dict:
+    def _gather_run(self, lo: int, hi: int) -> dict:
         """Rows ``lo:hi`` (the common batch): slices of one or two units, no per-row index work -- the unit
-        found from the first row alone, each column one slice (a batch costs ~ a hand loop's slicing)."""
+        found from the first row alone, each column one slice (a batch costs ~ a hand loop's slicing). A run
+        within one unit leaves that unit as ``_recent``, where the next batch finds it without a search."""
+        starts = self._units_index()[1]
         k = int(np.searchsorted(starts, lo, side="right")) - 1
         parts = []
         while True:
             cols = self.unit_columns(k)
             base, end = int(starts[k]), int(starts[k + 1])
             a, b = lo - base, min(hi, end) - base
-            if not parts and hi <= end:  # one unit: views of cached numpy columns are copied, converted ones new
-                return {n: c[a:b].copy() if isinstance(c, np.ndarray) else rows_of(c, a, b) for n, c in cols.items()}
+            if not parts and hi <= end:
+                columns = tuple((n, c, isinstance(c, np.ndarray)) for n, c in cols.items())
+                with self._lock:
+                    if k in self._cache:  # still cached (a gather on another thread may have dropped it)
+                        self._recent = (base, end, columns, k)
+                return _slice_columns(columns, a, b)
             parts.append({n: rows_of(c, a, b) for n, c in cols.items()})
             if hi <= end:
                 return {n: np.concatenate([p[n] for p in parts]) for n in parts[0]}

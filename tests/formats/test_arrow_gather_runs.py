@@ -48,3 +48,48 @@ def test_a_batch_from_a_run_is_a_copy_not_a_view_of_the_cached_row_group(node):
     first = node.gather(np.arange(0, 4))
     first["id"][:] = -1
     assert node.gather(np.arange(0, 4))["id"].tolist() == [0, 1, 2, 3]
+
+
+def test_consecutive_runs_within_a_row_group_look_the_row_group_up_once(node, monkeypatch):
+    from jaxfeed.formats import arrow
+
+    looked_up = []
+    real = arrow.ArrowReader.unit_columns
+    monkeypatch.setattr(arrow.ArrowReader, "unit_columns", lambda self, k: looked_up.append(k) or real(self, k))
+    for lo in range(0, 4, 2):  # rows 0:2 and 2:4 of the first row group (rows 0..4)
+        assert node.gather(np.arange(lo, lo + 2))["id"].tolist() == [lo, lo + 1]
+    assert looked_up == [0]
+
+
+def test_a_run_in_a_row_group_the_cache_dropped_is_read_again(node):
+    from jaxfeed.formats.arrow import CACHE_UNITS
+
+    first = node.gather(np.arange(0, 2))  # row group 0 becomes the recent one
+    for k in range(1, CACHE_UNITS + 1):  # later row groups push it out of the cache
+        node.gather(np.arange(5 * k, 5 * k + 2))
+    assert node._recent is None or node._recent[3] != 0
+    again = node.gather(np.arange(2, 4))
+    assert again["id"].tolist() == [2, 3] and first["id"].tolist() == [0, 1]
+    assert again["name"].tolist() == [b"n2", b"n3"]
+
+
+def test_reading_the_index_leaves_the_first_files_open_for_the_first_reads(tmp_path, monkeypatch):
+    from jaxfeed.formats import arrow
+
+    names = []
+    for k in range(4):
+        path = str(tmp_path / f"f{k}.parquet")
+        pq.write_table(pa.table({"id": np.arange(3 * k, 3 * k + 3)}), path)
+        names.append(path)
+    opened = []
+    real = arrow._File.__init__
+
+    def counting(self, url, *args, **kwargs):
+        opened.append(url)
+        real(self, url, *args, **kwargs)
+
+    monkeypatch.setattr(arrow._File, "__init__", counting)
+    node = ParquetDataset(names)._node
+    assert node.gather(np.arange(0, 12))["id"].tolist() == list(range(12))
+    assert [opened.count(n) for n in names[:arrow.OPEN_FILES]] == [1] * arrow.OPEN_FILES
+    assert len(node._open) <= arrow.OPEN_FILES
