@@ -122,6 +122,20 @@ class ParallelMapIterator(HandedOverByProbe, DeliveringIterator):
         self._inflight.remove(done)
         return done
 
+    def _finish(self, done):
+        """``done``, a block the consumer needs and no worker has finished, finished: run here if no worker
+        has started it, else waited for. The consumer is blocked on this stage for the whole call (tests
+        gate the workers on it, so that the tuner's signals never depend on the scheduler)."""
+        args = done.args
+        if done.cancel():  # due, and no worker has started it: run it here
+            done = _Done(_run_block(*args))
+            if not self.deterministic:  # as completed: blocks workers finished meanwhile go first
+                self._inflight.append(done)
+                done = self._next_done()
+        else:
+            done.result()
+        return done
+
     def _refill(self) -> bool:
         self._fill()
         if not self._inflight:
@@ -131,14 +145,7 @@ class ParallelMapIterator(HandedOverByProbe, DeliveringIterator):
             # The consumer's time here -- waiting, or running an unstarted block itself -- is time it
             # spent blocked on this stage: the tuner's signal that more parallelism may pay.
             t0 = self.clock()
-            args = done.args
-            if done.cancel():  # due, and no worker has started it: run it here
-                done = _Done(_run_block(*args))
-                if not self.deterministic:  # as completed: blocks workers finished meanwhile go first
-                    self._inflight.append(done)
-                    done = self._next_done()
-            else:
-                done.result()
+            done = self._finish(done)
             if self._tuner is not None:
                 self._tuner.waited(self.clock() - t0)
         results, failed, per_element = done.result()

@@ -207,17 +207,54 @@ class WorkClock:
             self.now += self.cost / self.stage.parallelism
 
 
+class WorkerGate:
+    """Decides, instead of the scheduler, when the map's workers work: a call on a worker thread waits until
+    the consumer is blocked on that call's block (``ParallelMapIterator._finish``, entered after the consumer
+    started timing its wait). So the consumer waits for every block it does not run itself, and the fake clock
+    moves only while it waits: the tuner sees the same waits and rates however loaded the machine is (without
+    the gate, a consumer descheduled while the workers ran ahead saw their blocks done and no wait, and the
+    tuner rose less). Calls on the consumer's thread -- blocks no worker had started -- run freely."""
+
+    def __init__(self, monkeypatch):
+        from jaxfeed.pipeline.iterators.parallel_map import ParallelMapIterator
+
+        self.due = range(0)  # input positions of the block the consumer is blocked on
+        self.changed = threading.Condition()
+        finish = ParallelMapIterator._finish
+
+        def gated_finish(stage, done):
+            _, block, _, _, position, _ = done.args
+            with self.changed:
+                self.due = range(position, position + len(block))
+                self.changed.notify_all()
+            return finish(stage, done)
+
+        monkeypatch.setattr(ParallelMapIterator, "_finish", gated_finish)
+
+    def call(self, position):
+        if not threading.current_thread().name.startswith("jaxfeed-map"):
+            return
+        with self.changed:
+            assert self.changed.wait_for(lambda: position in self.due, timeout=30), "the consumer never waited"
+
+    def next_epoch(self):
+        with self.changed:
+            self.due = range(0)
+
+
 @pytest.fixture
 def work_clock(monkeypatch):
     from jaxfeed.pipeline.iterators.parallel_map import ParallelMapIterator
 
     clock = WorkClock(cost=0.02)
+    clock.gate = WorkerGate(monkeypatch)
     monkeypatch.setattr(ParallelMapIterator, "clock", staticmethod(clock))
     return clock
 
 
 def scaling_pipeline(clock):
     def work(x):
+        clock.gate.call(int(x))  # (the element is its input position)
         time.sleep(0.002)  # real time too: keeps blocks at one element (sized from the real time per element)
         clock.work()
         return x
@@ -241,6 +278,7 @@ def test_the_next_epoch_of_a_dataset_starts_at_the_tuned_parallelism(work_clock)
     work_clock.stage = root_iterator(it)
     assert root_iterator(it).parallelism == 1  # a Dataset's first iterator tunes from scratch
     assert [int(x) for x in it] == list(range(200))
+    work_clock.gate.next_epoch()
     again = iter(ds)  # the next epoch: starts at the last verdict of the last one (not an unjudged probe)
     assert root_iterator(again).parallelism == 3
     work_clock.stage = root_iterator(again)

@@ -144,15 +144,75 @@ class WorkClock:
             self.now += self.cost / self.stage.parallelism
 
 
+class ReaderGate:
+    """Decides, instead of the scheduler, when the interleave's readers read: a read on a reader thread waits
+    until the consumer waits for that read's slot (``_await``, which starts timing its wait first), and the
+    consumer's wait ends when a read is done, not after a window of real time. So each element is read while
+    the consumer waits for it, or by the consumer itself, and the fake clock moves only then: the tuner sees
+    the same waits and rates however loaded the machine is (without the gate, readers that ran ahead of a
+    descheduled consumer left it nothing to wait for, and the tuner never rose). Before the consumer looks at
+    a slot, readers take the tasks they may (``_settle``). Install it with ``on(stage)`` before the first
+    element is asked for."""
+
+    def __init__(self, monkeypatch, clock):
+        self.clock = clock
+        self.slot = None  # the element of the slot the consumer is in _await for
+        self.awaited = None  # ...while it waits there
+        self.changed = threading.Condition()
+        await_slot = ParallelInterleaveIterator._await
+
+        def gated_await(stage, slot, have_output):  # (the stage's lock held)
+            self.slot = int(slot.element)
+            self._settle(stage)
+            return await_slot(stage, slot, have_output)
+
+        monkeypatch.setattr(ParallelInterleaveIterator, "_await", gated_await)
+
+    @staticmethod
+    def _settle(stage):
+        """Let the readers take every task they may before the consumer looks at its slot: whether the slot's
+        read is queued (the consumer reads it) or started (the consumer waits) is then set by the queue, not by
+        how soon a reader thread got to run."""
+        deadline = time.monotonic() + 30  # a hang guard only
+        while stage._tasks and stage._running < min(stage.parallelism, len(stage._threads)):
+            assert time.monotonic() < deadline, "the readers never took their tasks"
+            stage._lock.release()
+            time.sleep(0.0002)
+            stage._lock.acquire()
+
+    def on(self, stage):
+        gate = self
+
+        class Waits(threading.Condition):
+            def wait(self, timeout=None):  # noqa: ARG002 - the read it waits for ends it (hang guard: 30 s)
+                with gate.changed:
+                    gate.awaited = gate.slot
+                    gate.changed.notify_all()
+                try:
+                    return super().wait(30)
+                finally:
+                    with gate.changed:
+                        gate.awaited = None
+
+        stage._data_ready = Waits(stage._lock)
+
+    def work(self, element):
+        """One element of ``element``'s inner dataset read: ``clock.work()``, gated on a reader thread."""
+        with self.changed:
+            if threading.current_thread().name.startswith("jaxfeed-interleave"):
+                assert self.changed.wait_for(lambda: self.awaited == element, timeout=30), "never awaited"
+            self.clock.work()
+
+
 def test_parallelism_starts_at_one_and_rises_for_reads_that_wait(start_at_one, monkeypatch):
     # inner reads that scale with readers (I/O): more readers deliver more, so the probes keep their steps
     clock = WorkClock(cost=0.01)
     monkeypatch.setattr(ParallelInterleaveIterator, "clock", staticmethod(clock))
+    gate = ReaderGate(monkeypatch, clock)
 
     def io_inner(x):
         def read(v):
-            time.sleep(0.001)  # real time too, so that the consumer does wait for the readers
-            clock.work()
+            gate.work(int(x))  # the consumer waits for every read (see ReaderGate)
             return x * 100 + v
 
         return Dataset.range(4).map(read)
@@ -161,6 +221,7 @@ def test_parallelism_starts_at_one_and_rises_for_reads_that_wait(start_at_one, m
     it = iter(ds.with_options(options(cpus=8)))
     root = root_iterator(it)
     clock.stage = root
+    gate.on(root)
     assert root.parallelism == 1
     got = [int(x) for x in it]
     assert got == values(Dataset.range(48).interleave(io_inner, cycle_length=4))
