@@ -93,3 +93,20 @@ def test_reading_the_index_leaves_the_first_files_open_for_the_first_reads(tmp_p
     assert node.gather(np.arange(0, 12))["id"].tolist() == list(range(12))
     assert [opened.count(n) for n in names[:arrow.OPEN_FILES]] == [1] * arrow.OPEN_FILES
     assert len(node._open) <= arrow.OPEN_FILES
+
+
+def test_runs_gathered_on_many_threads_at_once_are_each_the_tables_rows(node):
+    from concurrent.futures import ThreadPoolExecutor
+
+    total = node.length()
+    runs = [(lo, hi) for lo in range(total) for hi in range(lo + 1, min(total, lo + 6) + 1)] * 4
+    np.random.default_rng(0).shuffle(runs)
+
+    def gather(run):
+        lo, hi = run
+        got = node.gather(np.arange(lo, hi))
+        return got["id"].tolist() == list(range(lo, hi)) and \
+            got["name"].tolist() == [f"n{i}".encode() for i in range(lo, hi)]
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(gather, runs))
