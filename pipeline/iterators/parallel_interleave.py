@@ -28,15 +28,17 @@ in the slot order of the sequential version (``interleave.py``, which holds the 
   (the first records come without a thread hand-off, and GIL-bound reads don't leave the consumer idle).
   Parallelism only decides when and where reads happen, never which element comes next: the order is the
   slot model's, whatever the tuner does.
-- A *solo* call: when the previous iterator of the same ``Dataset`` (the last epoch) opened its slots quickly
-  -- its quickest opening read (``map_func``, the open and the first read) under ``SOLO_OPEN_SECONDS`` -- the
-  first call (and the first after a restore) is served on the consumer alone, reading slots where the
-  sequential iterator would, and the readers start at the next call. The first batch then waits for no
-  thread start (``Thread.start`` waits for the new thread to run: ~1 ms each on a busy machine) and shares
-  the GIL with no reader reading ahead (P3's first batch took 3-5x longer with two readers running than
-  without). A source whose every open waits (a network file system; readers that only finish together)
-  keeps its readers from the first call: an iterator without a quick opening read behind it starts them
-  there, as before. A call's size never changes which elements come, only who reads them.
+- A *solo* start: when the previous iterator of the same ``Dataset`` (the last epoch) opened its slots
+  quickly -- its quickest opening read (``map_func``, the open and the first read) under
+  ``SOLO_OPEN_SECONDS`` -- the consumer serves the first ``cycle`` reads' worth of elements (``cycle x read``:
+  P3's first four batches; after a restore too) alone, reading slots where the sequential iterator would,
+  and the readers start at the call after. The first batch then waits for no thread start (``Thread.start``
+  waits for the new thread to run: ~1 ms each on a busy machine) and shares the GIL with no reader reading
+  ahead (P3's first batch took 3-5x longer with two readers running than without), however the stage above
+  asks for it (a whole batch at once, or a process map's doubling blocks). A source whose every open waits
+  (a network file system; readers that only finish together) keeps its readers from the first call: an
+  iterator without a quick opening read behind it starts them there, as before. Who reads never changes
+  which elements come.
 - ``get_state`` pauses the workers (queued tasks are dropped, running ones finish), records the input and
   every slot (element, position, inner state, buffered elements), then lets them go on: nothing in flight
   is lost or repeated. ``close`` stops and joins the workers, then closes every inner iterator.
@@ -93,6 +95,7 @@ class ParallelInterleaveIterator(SlotCycle):
         learned = autotune.learned_slot(ctx, node)
         self._quick_opens = None if learned is None else (learned[0], learned[1] + ("quick_opens",))
         self._solo = learned is not None and learned[0].get(self._quick_opens[1]) is True
+        self._served = 0  # elements (and rows) delivered by the consumer alone, for the solo start
         self._quickest_open = float("inf")
 
     @property
@@ -281,17 +284,21 @@ class ParallelInterleaveIterator(SlotCycle):
             self._start()
             self._top_up()
 
+    def _alone(self) -> bool:
+        """Whether this call is served by the consumer alone: a solo start (see the module doc) whose
+        ``cycle`` reads' worth of elements are not all delivered yet."""
+        return not self._threads and self._solo and self._served < self._cycle * self._read
+
     def _next_many(self, n):
         if self._closed:
             return []
-        solo = self._solo and not self._threads
+        solo = self._alone()
         if not self._threads and not solo:
             self._start()
         self._top_up()
-        try:
-            out = super()._next_many(n)
-        finally:
-            self._solo = False  # the readers start at the next call
+        out = super()._next_many(n)
+        if solo:
+            self._served += len(out)
         if not self._warm:
             self._warm = True
             with self._lock:
@@ -302,14 +309,17 @@ class ParallelInterleaveIterator(SlotCycle):
         return out
 
     def next_rows(self, n):
-        """``SlotCycle.next_rows`` once the readers run (the first elements go by ``next_many``, which
-        starts them)."""
-        if self._closed or not self._threads or not self._warm:
+        """``SlotCycle.next_rows`` after the first call, once the readers run or while a solo start lasts
+        (the first elements go by ``next_many``, which starts the readers when it is their turn)."""
+        solo = self._alone()
+        if self._closed or not (self._threads or solo) or not self._warm:
             self._stacked = True
             return None, -1
         self._top_up()
         rows, k = super().next_rows(n)
-        if self._tuner is not None and k > 0:
+        if solo:
+            self._served += max(k, 0)
+        elif self._tuner is not None and k > 0:
             self._tick(k)
         return rows, k
 
@@ -345,8 +355,9 @@ class ParallelInterleaveIterator(SlotCycle):
         super().set_state(state)
         self._futures = collections.deque(Slot.restored(s) for s in state["futures"])
         self._closed = False
-        # the first call after a restore is a first batch too
+        # the first calls after a restore make a first batch too
         self._solo = self._quick_opens is not None and self._quick_opens[0].get(self._quick_opens[1]) is True
+        self._served = 0
 
     # ------------------------------------------------------------------ lifetime
     def _stop_workers(self):

@@ -1,5 +1,6 @@
-"""Parallel interleave, first call: served by the consumer alone once the Dataset's last iterator opened its slots
-quickly (``parallel_interleave.py``, "A *solo* call"); readers start at the next call. Time is a fake clock."""
+"""Parallel interleave, solo start: once the Dataset's last iterator opened its slots quickly, the consumer serves
+the first ``cycle x read`` elements alone and the readers start at the call after (``parallel_interleave.py``,
+"A *solo* start"). Time is a fake clock."""
 
 import threading
 
@@ -63,19 +64,41 @@ def interleave_of(it):
 
 
 @pytest.mark.parametrize("npc", [AUTOTUNE, 1, 4])
-def test_first_call_of_a_later_iterator_starts_no_reader(quick_opens, npc):
+def test_first_calls_of_a_later_iterator_start_no_reader(quick_opens, npc):
     ds = files_like(npc)
     assert [int(x) for x in ds] == sequential()  # the first iterator learns that its opens are quick
     before = readers()
     it = iter(ds)
+    stage = interleave_of(it)
     first = it.next_many(256)
-    assert readers() == before and not interleave_of(it)._threads
+    assert readers() == before and not stage._threads
     assert len(first) == 256  # the consumer read every slot it needed: a whole first batch, not a part
-    rest = [x for block in iter(lambda: it.next_many(256), []) for x in block]
-    assert interleave_of(it)._threads  # the readers started at the second call
-    assert [int(x) for x in first + rest] == sequential()
+    out, solo = first, 4 * stage._read  # cycle x read
+    while len(out) < solo:
+        out += it.next_many(256)
+        assert readers() == before and not stage._threads
+    out += it.next_many(256)
+    assert stage._threads  # the readers started at the call after
+    out += [x for block in iter(lambda: it.next_many(256), []) for x in block]
+    assert [int(x) for x in out] == sequential()
     it.close()
     assert readers() == before
+
+
+def test_a_first_batch_taken_in_small_calls_starts_no_reader(quick_opens):
+    # as a process map takes its first elements: blocks of 1, 2, 4, ... while its workers start
+    ds = files_like()
+    assert [int(x) for x in ds] == sequential()
+    it = iter(ds)
+    out, k = [], 1
+    while len(out) < 256:
+        out += it.next_many(k)
+        k *= 2
+    assert not interleave_of(it)._threads
+    out += [x for block in iter(lambda: it.next_many(100), []) for x in block]
+    assert interleave_of(it)._threads
+    assert [int(x) for x in out] == sequential()
+    it.close()
 
 
 def test_first_iterator_of_a_dataset_starts_its_readers_at_once(quick_opens):
@@ -201,3 +224,31 @@ def test_solo_call_with_block_length_matches_the_slot_model(quick_opens):
             got += [int(x) for b in iter(lambda: it.next_many(5), []) for x in b]
             it.close()
             assert got == seq, (sizes, cycle, block, first)
+
+
+def test_a_batch_takes_stacked_rows_in_a_solo_start_as_after_it(quick_opens):
+    # a batch over interleaved generators takes woven columns (next_rows); a solo start weaves them too
+    from jaxfeed.pipeline import TensorSpec
+
+    def rows(f):
+        for r in range(300):
+            yield {"id": np.int64(int(f) * 1000 + r), "x": np.float32(r)}
+
+    signature = {"id": TensorSpec((), np.int64), "x": TensorSpec((), np.float32)}
+
+    def make(npc):
+        return Dataset.range(8).interleave(
+            lambda f: Dataset.from_generator(rows, args=(f,), output_signature=signature),
+            cycle_length=4, num_parallel_calls=npc).batch(64)
+
+    want = [b["id"].tolist() for b in make(None)]
+    ds = make(AUTOTUNE)
+    assert [b["id"].tolist() for b in ds] == want
+    it = iter(ds)
+    stage = it._it.input
+    first = [next(it)["id"].tolist() for _ in range(4)]
+    assert not stage._threads and stage._stacked
+    got = first + [b["id"].tolist() for b in it]
+    assert stage._threads
+    assert got == want
+    it.close()
