@@ -30,6 +30,9 @@ from ..engine.pool import TunedPool, stage_threads
 # A per-element map's first batch is finished on the consumer when the rest would take less than this at the
 # rate of the elements mapped so far (see _run_first); else the rest is split over the workers.
 FIRST_INLINE_SECONDS = 0.01
+# The first call alone is judged only when it is this slow: it may pay one-off costs (imports, caches) that a
+# cheap function's later calls do not (the rate is judged on the next chunk then; see _run_first).
+FIRST_CALL_SLOW = 0.001
 
 
 def _map_block(fn, elements, stacked, unpack, label, position, extra, vectorized, what):
@@ -105,8 +108,9 @@ def _as_batch(results, failed, label, what, position):
 
 
 class MapBatchIterator(Iterator):
-    # The tuner's clock, also timing the consumer's waits it is told about: tests put a fake one here, so
-    # that what the tuner decides never depends on the machine's speed or load.
+    # The tuner's clock, also timing the consumer's waits it is told about and the first batch's chunks
+    # (_run_first): tests put a fake one here, so that what is decided never depends on the machine's speed
+    # or load.
     clock = staticmethod(time.perf_counter)
 
     def __init__(self, node, ctx):
@@ -178,16 +182,27 @@ class MapBatchIterator(Iterator):
         A vectorized map is one call, run here. A per-element map runs here in doubling chunks while the rest
         would take less than ``FIRST_INLINE_SECONDS`` -- the whole batch, for a cheap function; what is left
         (a slow function) is split over the pool's workers, the consumer taking back any part no worker has
-        started, so a slow function's first batch keeps its parallelism."""
+        started, so a slow function's first batch keeps its parallelism.
+
+        The rate is the quickest chunk's (being descheduled only ever adds time: on a busy machine one
+        preempted chunk sent a cheap function's batch to threads that had to start first), the first call not
+        counted unless slow by itself (``FIRST_CALL_SLOW``: one-off costs). Timed on ``clock``."""
         if self._vectorized:
             return self._run(elements, stacked, position)
-        t0 = time.perf_counter()
+        clock = self.clock
+        t0 = clock()
         fn, label, extra = self._fn, self._label, self._extra
         unpack = type(elements[0]) is tuple
         results, failed, k, step, n = [], False, 0, 1, len(elements)
-        while k < n and (k == 0 or (time.perf_counter() - t0) / k * (n - k) < FIRST_INLINE_SECONDS):
+        per_element = None  # seconds per element of the quickest chunk judged
+        while k < n and (per_element is None or per_element * (n - k) < FIRST_INLINE_SECONDS):
             chunk = elements[k:k + step]
+            c0 = clock()
             part, bad = run_block(fn, chunk, unpack, label, position + k, extra)
+            seconds = clock() - c0
+            if k or seconds >= FIRST_CALL_SLOW:
+                rate = seconds / len(chunk)
+                per_element = rate if per_element is None else min(per_element, rate)
             results += part
             failed |= bad
             k += len(chunk)
@@ -200,7 +215,7 @@ class MapBatchIterator(Iterator):
                 part, bad = run_block(*args) if fut.cancel() else fut.result()
                 results += part
                 failed |= bad
-        return _as_batch(results, failed, label, self._what, position) + (time.perf_counter() - t0,)
+        return _as_batch(results, failed, label, self._what, position) + (clock() - t0,)
 
     def _next_block(self):
         """The next mapped block of up to ``b`` elements: (batch, None) or (None, results); None at the end."""
