@@ -299,11 +299,7 @@ class ArrowReader(FileReaderNode):
             return {k: np.empty(0, dtype=s.dtype) for k, s in self.element_spec.items()}
         first_row = int(indices[0])
         if int(indices[-1]) - first_row + 1 == n and _is_run(indices, first_row):
-            recent = self._recent
-            if recent is not None and recent[0] <= first_row and first_row + n <= recent[1]:
-                a = first_row - recent[0]
-                return _slice_columns(recent[2], a, a + n)
-            return self._gather_run(first_row, first_row + n)
+            return self.gather_span(first_row, first_row + n)
         starts = self._units_index()[1]
         unit_of = np.searchsorted(starts, indices, side="right") - 1
         out = None
@@ -317,6 +313,17 @@ class ArrowReader(FileReaderNode):
             for n, c in cols.items():
                 out[n][where] = take_of(c, rows)
         return out
+
+    def gather_span(self, start: int, stop: int) -> dict:
+        """Rows ``start:stop`` (a batch of the plain stream asks for them so, without an index array): sliced
+        from the recent unit when they lie in it, else found by ``_gather_run``."""
+        if start >= stop:
+            return self.gather(np.empty(0, dtype=np.int64))
+        recent = self._recent
+        if recent is not None and recent[0] <= start and stop <= recent[1]:
+            a = start - recent[0]
+            return _slice_columns(recent[2], a, a + stop - start)
+        return self._gather_run(start, stop)
 
     def _gather_run(self, lo: int, hi: int) -> dict:
         """Rows ``lo:hi`` (the common batch): slices of one or two units, no per-row index work -- the unit

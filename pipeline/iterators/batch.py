@@ -21,6 +21,7 @@ from ..engine.pool import stage_threads
 from ..engine.rows import RowQueue
 from ..engine.registry import builds
 from ..nodes.batch import Batch
+from .random_access import RandomAccessIterator
 
 
 @builds(Batch)
@@ -33,14 +34,23 @@ class BatchIterator(Iterator):
         self._label = node.label()
         self._parallel = node.num_parallel_calls is not None
         self._rows = getattr(self.input, "stacks_rows", False)
+        # a plain random-access stream (not a wrapper or another index stream): its indices are consecutive
+        # positions, so a batch is a span the node gathers without an index array (``Node.gather_span``)
+        self._spans = type(self.input) is RandomAccessIterator
         self._pool = None
         self._inflight: collections.deque = collections.deque()
         self._done = False
 
     def _collect(self):
-        """The next batch's content: (random-access source, indices) or (None, elements); None at the end."""
+        """The next batch's content: ``(SPAN, (node, start, stop))``, (random-access source, indices) or (None,
+        elements); None at the end."""
         source = self.input.index_source
         if source is not None:
+            if self._spans:
+                start, stop = self.input.next_span(self._size)
+                if start == stop or (self._drop and stop - start < self._size):
+                    return None
+                return SPAN, (source, start, stop)
             idx = indices_exactly(self.input, self._size)
             if len(idx) == 0 or (self._drop and len(idx) < self._size):
                 return None
@@ -75,6 +85,9 @@ class BatchIterator(Iterator):
 
     def _build(self, job):
         source, content = job
+        if source is SPAN:
+            node, start, stop = content
+            return node.gather_span(start, stop)
         if source is ROWS:
             return self._join(content)
         if source is not None:
@@ -172,6 +185,7 @@ class BatchIterator(Iterator):
 
 
 ROWS = object()  # a job's source: the batch is made of row parts (``_collect_rows``)
+SPAN = object()  # a job's source: the batch is the positions (node, start, stop) of a plain random-access stream
 
 
 class _Ready:

@@ -39,10 +39,16 @@ class RandomAccessIterator(Iterator):
         return unstack_rows(batch, stop - start)
 
     def next_indices(self, n):
-        start = self._pos
-        stop = min(start + n, self._n)
-        self._pos = max(stop, start)
+        start, stop = self.next_span(n)
         return np.arange(start, stop, dtype=np.int64)
+
+    def next_span(self, n):
+        """``next_indices`` as ``(start, stop)``: this stream's indices are its positions, consecutive, so a
+        batch of them needs no index array (``Node.gather_span``)."""
+        start = self._pos
+        stop = max(min(start + n, self._n), start)
+        self._pos = stop
+        return start, stop
 
     def get_state(self):
         return {"pos": self._pos}

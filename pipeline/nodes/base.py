@@ -176,6 +176,11 @@ class Node:
         """The elements at ``indices``, batched (every leaf gets a leading dimension)."""
         raise TypeError(f"{self.kind} is not random-access")
 
+    def gather_span(self, start: int, stop: int):
+        """``gather`` of the positions ``start .. stop - 1`` (a batch of a plain random-access stream). A node
+        that can slice a run without an index array overrides it (ParquetDataset)."""
+        return self.gather(np.arange(start, stop, dtype=np.int64))
+
     def element_at(self, index: int):
         return structure.unstack_rows(self.gather(np.asarray([index], dtype=np.int64)), 1)[0]
 

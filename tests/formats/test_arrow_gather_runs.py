@@ -110,3 +110,29 @@ def test_runs_gathered_on_many_threads_at_once_are_each_the_tables_rows(node):
 
     with ThreadPoolExecutor(4) as pool:
         assert all(pool.map(gather, runs))
+
+
+def _files(node):
+    return node.files()
+
+
+@pytest.mark.parametrize("size, drop", [(3, False), (4, True), (22, False)])
+def test_a_batch_of_the_plain_stream_slices_spans_without_an_index_array(node, monkeypatch, size, drop):
+    from jaxfeed.formats import arrow
+
+    def no_index_arrays(self, indices):
+        raise AssertionError("gather was given an index array")
+
+    monkeypatch.setattr(arrow.ArrowReader, "gather", no_index_arrays)
+    batches = list(ParquetDataset(_files(node)).batch(size, drop_remainder=drop))
+    ids = list(range(22))
+    expected = [ids[i:i + size] for i in range(0, 22, size) if not drop or i + size <= 22]
+    assert [b["id"].tolist() for b in batches] == expected
+    assert [b["name"].tolist() for b in batches] == [[f"n{i}".encode() for i in e] for e in expected]
+    assert all(b["id"].dtype == np.int64 and b["name"].dtype == object for b in batches)
+
+
+def test_batches_of_the_plain_stream_resume_everywhere(node):
+    from jaxfeed.pipeline.testing import assert_resumes_everywhere
+
+    assert_resumes_everywhere(lambda: ParquetDataset(_files(node)).batch(4))
