@@ -59,8 +59,8 @@ from .interleave import Slot, SlotCycle
 JOIN_TIMEOUT = 30
 AUTOTUNE_START = 2  # reader threads an AUTOTUNE interleave starts with (see the module doc)
 READ_DEPTH = 2  # reads a slot keeps buffered (see the module doc)
-SOLO_OPEN_SECONDS = 0.005  # an opening read this quick lets the next iterator serve its first call alone
-# (see the module doc): a local file opens and gives its first records in ~0.2 ms, a network one in tens of ms
+SOLO_OPEN_SECONDS = 0.005  # an opening read this quick lets the next iterator start solo (see the module
+# doc): a local file opens and gives its first records in ~0.2 ms, a network one in tens of ms
 
 
 class ParallelInterleaveIterator(SlotCycle):
@@ -91,10 +91,10 @@ class ParallelInterleaveIterator(SlotCycle):
         # that fill the cycle: the first elements come sooner when readers spend the GIL on their slots only)
         self._paused = False
         self._closed = False
-        # A solo first call (see the module doc): what the last iterator of this Dataset learned of its opens
+        # A solo start (see the module doc): where this Dataset's iterators note whether their opens were quick
         learned = autotune.learned_slot(ctx, node)
         self._quick_opens = None if learned is None else (learned[0], learned[1] + ("quick_opens",))
-        self._solo = learned is not None and learned[0].get(self._quick_opens[1]) is True
+        self._solo = self._opens_were_quick()
         self._served = 0  # elements (and rows) delivered by the consumer alone, for the solo start
         self._quickest_open = float("inf")
 
@@ -151,9 +151,13 @@ class ParallelInterleaveIterator(SlotCycle):
                 self._task_ready.notify()
                 self._data_ready.notify_all()
 
+    def _opens_were_quick(self) -> bool:
+        """Whether the last iterator of this Dataset had a quick opening read (it may start solo)."""
+        return self._quick_opens is not None and self._quick_opens[0].get(self._quick_opens[1]) is True
+
     def _timed_read(self, slot: Slot):
-        """``slot.read`` (outside the lock); an opening read's time tells the next iterator whether its first
-        call may be solo."""
+        """``slot.read`` (outside the lock); an opening read's time tells the next iterator whether it may
+        start solo."""
         if slot.iterator is not None or self._quick_opens is None:
             return slot.read(self.node, self.ctx, self._read, self._stacked)
         t0 = self.clock()
@@ -214,7 +218,7 @@ class ParallelInterleaveIterator(SlotCycle):
         while not slot.held() and not slot.ended:
             if self._closed:
                 return False
-            if not self._threads:  # a solo call: read here, where the sequential iterator would
+            if not self._threads:  # a solo start's call: read here, where the sequential iterator would
                 self._read_here(slot)
                 continue
             if have_output:
@@ -235,12 +239,12 @@ class ParallelInterleaveIterator(SlotCycle):
         return True
 
     def _read_here(self, slot):
-        """Run ``slot``'s read on the consumer thread: its queued one, or (a solo call: no reader runs) a new
-        one. The lock is held on entry and exit, not during."""
+        """Run ``slot``'s read on the consumer thread: its queued one, or (a solo start: no reader runs) a
+        new one. The lock is held on entry and exit, not during."""
         if slot.busy:
             self._tasks.remove(slot)
         slot.busy = True
-        timed = self._tuner is not None and self._threads  # (a solo call's reads are not the readers' lag)
+        timed = self._tuner is not None and bool(self._threads)  # (a solo start's reads are no readers' lag)
         t0 = self.clock() if timed else 0.0
         self._lock.release()
         try:
@@ -257,7 +261,7 @@ class ParallelInterleaveIterator(SlotCycle):
 
     def _short(self, slot, need):
         """Before a weave (lock held): a short slot whose read is queued but not started is read here now, as
-        ``_await`` would when the consumer reached it; one a reader is running is left to finish. A solo call
+        ``_await`` would when the consumer reached it; one a reader is running is left to finish. A solo start
         reads it up to ``need``, as the sequential iterator does."""
         if not self._threads:
             while slot.held() < need and not slot.ended and not slot.failures and not self._closed:
@@ -356,7 +360,7 @@ class ParallelInterleaveIterator(SlotCycle):
         self._futures = collections.deque(Slot.restored(s) for s in state["futures"])
         self._closed = False
         # the first calls after a restore make a first batch too
-        self._solo = self._quick_opens is not None and self._quick_opens[0].get(self._quick_opens[1]) is True
+        self._solo = self._opens_were_quick()
         self._served = 0
 
     # ------------------------------------------------------------------ lifetime
