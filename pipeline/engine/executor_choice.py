@@ -8,12 +8,25 @@ of the iterated graph (a map built inside an interleave's function would start a
 input). Every other AUTOTUNE map runs on threads, with the reason recorded (``static_reason``).
 
 How (``iterators/chosen_map.py``): before any element is delivered, the map's first input elements are
-mapped on the consumer's thread (a warm-up that estimates the time per call), then a short probe maps the
-next ones on two threads at once, timing each thread's CPU (``time.thread_time``) and the wall time of the
-whole. A function that holds the GIL keeps one core busy however many threads call it: CPU / wall stays
-near 1 on 2 threads; one that releases it (numpy, I/O in C) reaches 2; one that waits (sleep, network)
-stays near 0. The probe's results are the map's results: every element is mapped once, in order, and
-delivered first, whichever executor then runs the rest (its input continues after the probe's elements).
+mapped on the consumer's thread (a warm-up that estimates the CPU time per call: on a shared machine the
+wall time of a call grows whenever the thread is descheduled, its CPU time does not), then a short probe
+maps the next ones on two threads at once, timing each thread's CPU (``time.thread_time``), the wall time
+of the whole and the CPU the process's other threads used meanwhile. A function that holds the GIL keeps one
+core busy however many threads call it: CPU / wall stays near 1 on 2 threads; one that releases it (numpy,
+I/O in C) reaches 2; one that waits (sleep, network) stays near 0. The probe's results are the map's
+results: every element is mapped once, in order, and delivered first, whichever executor then runs the
+rest (its input continues after the probe's elements).
+
+The cores the pipeline's other threads keep busy (measured in the warm-up and the probe; at least
+``UPSTREAM_CORES`` when a parallel stage upstream runs on threads) are not the workers' to use: the gain
+processes promise is judged on the cores left.
+
+A probe in which two threads got much less CPU than one did says nothing about the GIL: something else had
+the cores. When that something is this pipeline's other stages (P3's interleave readers), processes would
+have to share the cores with them: threads. When it is another program (a shared machine), it is usually
+a passing slice of time: the probe runs again, up to ``MAX_PROBES`` times, and a decision still left
+open by then (threads) is not remembered, so the next iterator probes afresh.
+
 The decision is then fixed for the iterator's lifetime, kept in its state (a restored iterator runs on the
 executor it was saved from) and remembered by the ``Dataset`` for its next iterators (no probe again).
 
@@ -48,8 +61,17 @@ MIN_GAIN = 1.1  # the speed-up processes must promise over one core: (calls x CP
 GIL_CORES = 1.4  # ``Measurement.scaling`` above which the function runs in parallel on threads (1.0 when
 # it holds the GIL, plus some of the thread start-up; 2.0 when it releases it, on a machine with 2 cores free)
 DISTURBED = 0.6  # ``Measurement.scaling`` below which two threads got much less CPU than one did: not the GIL
-# (that gives ~1.0) but other threads -- the pipeline's own readers, other programs -- taking the cores, which
-# worker processes would have to share as well
+# (that gives ~1.0) but other threads -- the pipeline's own readers, other programs -- taking the cores
+OWN_CORES = 0.3  # ...the pipeline's own when its other threads used this many cores during the probe
+# (``Measurement.others``): worker processes would have to share the cores with them for good
+UPSTREAM_CORES = 1.0  # cores a parallel stage upstream of the map (``upstream_threads``) is taken to keep
+# busy in this process, whatever the warm-up saw: its threads read in bursts (P3's interleave readers kept
+# 0.3-0.8 cores busy in 9 warm-ups of 10 and none in the 10th, whose probe then chose processes). P3's parse
+# in processes measured 9.1 us of CPU a record against 4.8 on threads (its consumer alone 3.6: reading,
+# shipping), 2.5x slower; processes pay there only for a function far costlier than its trip
+MAX_PROBES = 3  # probes at most while other programs disturb them (each ~2 ms, its results kept): on the
+# shared 2-core machine (load 4-5) 7 and 14 of ~20 probes of P5 lost the cores for a few ms; three probes
+# decided 19 iterators of 20 (the 20th stayed on threads, and the next iterator probes again)
 BUSY_CORES = 0.5  # CPU/wall on one thread below which the calls mostly wait (sleep, I/O): threads overlap
 # waits as well as processes do
 START_SECONDS = 0.1  # starting worker processes (a forkserver fork and imports: 30-100 ms, more the first
@@ -67,9 +89,11 @@ class Measurement:
     wall: float
     cpu: float
     transfer: float
-    solo_per_call: float = 0.0  # wall seconds per call of the warm-up's calls on one thread (0: unknown)
+    solo_per_call: float = 0.0  # CPU seconds per call of the warm-up's calls on one thread (0: unknown)
     solo: float = 1.0  # CPU / wall of the warm-up's calls on one thread (below 1: they waited, or the
     # machine is busy -- a loaded machine lowers both measures alike, so their ratio is what is judged)
+    others: float = 0.0  # CPU seconds the process's other threads used during the probe (its readers...)
+    warm_own: float = 0.0  # cores the process's other threads kept busy during the warm-up
 
     @property
     def cores(self) -> float:
@@ -87,13 +111,21 @@ class Measurement:
         """CPU seconds per call (time waiting for the GIL is not CPU time)."""
         return self.cpu / self.calls if self.calls else 0.0
 
+    @property
+    def own(self) -> float:
+        """Cores the pipeline's other threads kept busy, the more of the warm-up's and the probe's."""
+        return max(self.warm_own, self.others / self.wall if self.wall > 0 else 0.0)
+
 
 @dataclass(frozen=True)
 class Decision:
-    """``executor`` is "thread" or "process"; ``reason`` says why, in words (statistics, ``explain``)."""
+    """``executor`` is "thread" or "process"; ``reason`` says why, in words (statistics, ``explain``).
+    ``final`` is False for a decision the measurement left open (a probe disturbed by other programs): the
+    iterator may probe again, and the ``Dataset`` does not remember it."""
 
     executor: str
     reason: str
+    final: bool = True
 
     def __str__(self):
         return f"{self.executor} ({self.reason})"
@@ -109,29 +141,35 @@ def decide(m: Measurement, cpus: int, remaining: int | None = None) -> Decision:
     ratio = f"cpu/wall {m.cores:.2f} on {m.threads} threads, {m.solo:.2f} on 1"
     if m.scaling >= GIL_CORES:
         return Decision("thread", f"function releases the GIL: {ratio}")
-    if m.scaling < DISTURBED:
-        return Decision("thread", f"probe disturbed (two threads got less CPU than one: {ratio}): other work "
-                                  "takes the cores processes would need")
     trip = TRIP_SECONDS + TRANSFER_FACTOR * m.transfer
-    # a call's cost as one thread saw it: on two threads a function that holds the GIL also burns CPU handing
-    # the GIL over, which inflates the probe's CPU per call and would favour processes
-    per_call = m.solo_per_call or m.per_call
-    gain = per_call * cpus / (per_call + trip)
+    # a call's cost: the least CPU per call seen, the warm-up's (one thread) or the probe's. Contention only
+    # ever adds CPU: on two threads a function that holds the GIL burns CPU handing the GIL over, and cold
+    # caches or the pipeline's own threads made P3's 3 us parse cost 20-30 us a call in some warm-ups
+    per_call = min(m.solo_per_call, m.per_call) if m.solo_per_call else m.per_call
+    own = m.own
+    gain = per_call * max(0.0, cpus - own) / (per_call + trip)
     if gain < MIN_GAIN:
         return Decision("thread", f"too cheap to hand to processes: {_us(per_call)} per call, "
                                   f"~{_us(trip)} to move an element there and back ({gain:.2f}x on {cpus} "
-                                  f"CPUs at best)")
+                                  f"CPUs at best{_less(own)})")
+    if m.scaling < DISTURBED:  # (judged after the gain: a call too cheap for processes needs no new probe)
+        if own >= OWN_CORES:
+            return Decision("thread", f"probe disturbed (two threads got less CPU than one: {ratio}) by this "
+                                      f"pipeline's other threads ({own:.2f} cores): processes would share "
+                                      "the cores with them")
+        return Decision("thread", f"probe disturbed (two threads got less CPU than one: {ratio}) by other "
+                                  f"programs ({own:.2f} cores for this pipeline's other threads)", final=False)
     if remaining is not None and remaining * m.per_call < START_FACTOR * START_SECONDS:
         return Decision("thread", f"too little work left to start processes: {remaining} elements x "
                                   f"{_us(m.per_call)}")
     return Decision("process", f"function holds the GIL: {ratio}")
 
 
-def too_cheap(per_call_wall: float) -> Decision | None:
+def too_cheap(per_call: float) -> Decision | None:
     """The decision after the warm-up alone, when its calls are far too cheap for processes to pay: no
     two-thread probe needed (it would only cost time)."""
-    if per_call_wall < TRIP_SECONDS / 2:
-        return Decision("thread", f"too cheap to hand to processes: {_us(per_call_wall)} per call")
+    if per_call < TRIP_SECONDS / 2:
+        return Decision("thread", f"too cheap to hand to processes: {_us(per_call)} per call")
     return None
 
 
@@ -139,24 +177,30 @@ NO_HOPE_GAIN = 1.0  # (cannot_pay) below this, processes would not even match on
 # (between it and MIN_GAIN the probe still runs: it also finds functions that release the GIL or wait).
 
 
-def cannot_pay(per_call_wall: float, transfer: float, cpus: int) -> Decision | None:
+def cannot_pay(per_call: float, transfer: float, cpus: int, own: float = 0.0) -> Decision | None:
     """The decision after the warm-up alone when processes cannot pay even for a function that holds the GIL
-    all the time: ``cpus`` workers at ``per_call_wall`` each (an upper bound of its CPU per call) against an
-    element's trip there and back. No two-thread probe then: it would only delay the first batch (the
-    probe's elements wait for the input one chunk after another, where threads would overlap them)."""
+    all the time: ``cpus`` workers at ``per_call`` (the warm-up's CPU seconds per call) each against an
+    element's trip there and back, less the ``own`` cores the pipeline's other threads kept busy meanwhile
+    (P3's interleave readers: the workers would share the cores with them). No two-thread probe then: it
+    would only delay the first batch (the probe's elements wait for the input one chunk after another,
+    where threads would overlap them)."""
     if cpus < 2:
         return Decision("thread", f"{cpus} CPU in the budget: processes cannot run side by side")
     trip = TRIP_SECONDS + TRANSFER_FACTOR * transfer
-    gain = per_call_wall * cpus / (per_call_wall + trip)
+    gain = per_call * max(0.0, cpus - own) / (per_call + trip)
     if gain < NO_HOPE_GAIN:
-        return Decision("thread", f"too cheap to hand to processes: {_us(per_call_wall)} per call, "
+        return Decision("thread", f"too cheap to hand to processes: {_us(per_call)} per call, "
                                   f"~{_us(trip)} to move an element there and back ({gain:.2f}x on {cpus} "
-                                  "CPUs at best)")
+                                  f"CPUs at best{_less(own)})")
     return None
 
 
 def _us(seconds: float) -> str:
     return f"{seconds * 1e6:.2f} us"
+
+
+def _less(own: float) -> str:
+    return f", less {own:.2f} cores for this pipeline's other threads" if own >= 0.005 else ""
 
 
 # ---------------------------------------------------------------------------------------- which maps
@@ -183,6 +227,14 @@ def static_reason(map_node, ctx, node=None, vectorized=False) -> str | None:
     return None
 
 
+def upstream_threads(map_node) -> bool:
+    """Whether a stage upstream of ``map_node`` runs on threads of this process (a parallel interleave or
+    map, a prefetch): its work stays here, beside the workers, if the map goes to processes."""
+    from .. import graph
+
+    return any(n.num_parallel_calls is not None or n.runs_ahead() for n in graph.walk(map_node.inputs[0]))
+
+
 def picklable_reason(fn) -> str | None:
     """Why ``fn`` cannot go to worker processes (cloudpickle fails on it), or None when it can."""
     import cloudpickle
@@ -195,24 +247,28 @@ def picklable_reason(fn) -> str | None:
 
 
 # --------------------------------------------------------------------------------------------- probe
-def probe(run, elements: list, position: int, solo: float, clock=time.perf_counter, cpu_clock=time.thread_time):
+def probe(run, elements: list, position: int, solo: float, clock=time.perf_counter, cpu_clock=time.thread_time,
+          process_clock=time.process_time):
     """Map ``elements`` (input positions ``position``...) on two threads at once -- the caller's and one
     more -- with ``run(block, position) -> (results, failed)``; returns ``(results in order, Measurement)``.
 
     Each thread times its own CPU with ``cpu_clock``; the wall time runs from the moment both threads are
-    ready to the end of the later one. ``solo`` is the warm-up's CPU / wall on one thread."""
+    ready to the end of the later one; ``process_clock`` (all the process's threads) less the two threads'
+    CPU is what the process's other threads used meanwhile. ``solo`` is the warm-up's CPU / wall on one
+    thread."""
     half = (len(elements) + 1) // 2
     parts = [(elements[:half], position), (elements[half:], position + half)]
     out, cpu, start, end = [None, None], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]
+    process = [0.0, 0.0, 0.0, 0.0]  # the process's CPU as each thread started and ended
     raised = []
     ready = threading.Barrier(2)
 
     def work(i):
         try:
             ready.wait()
-            start[i], c0 = clock(), cpu_clock()
+            start[i], process[i], c0 = clock(), process_clock(), cpu_clock()
             out[i] = run(*parts[i])
-            cpu[i], end[i] = cpu_clock() - c0, clock()
+            cpu[i], process[2 + i], end[i] = cpu_clock() - c0, process_clock(), clock()
         except BaseException as e:  # noqa: BLE001 - re-raised on the caller's thread
             raised.append(e)
             ready.abort()
@@ -225,17 +281,25 @@ def probe(run, elements: list, position: int, solo: float, clock=time.perf_count
         raise raised[0]
     results = list(out[0][0]) + list(out[1][0])
     wall = max(end) - min(start)
-    m = Measurement(len(elements), 2, wall, cpu[0] + cpu[1], transfer_seconds(elements, results, clock), solo)
+    # from the first thread's start to the last one's end: not the helper's start-up (~0.5 ms of CPU)
+    others = max(0.0, max(process[2:]) - min(process[:2]) - cpu[0] - cpu[1])
+    m = Measurement(len(elements), 2, wall, cpu[0] + cpu[1], transfer_seconds(elements, results, cpu_clock),
+                    solo, others=others)
     return results, m
 
 
 SAMPLE = 64  # elements whose trip to a worker is timed
 
 
-def transfer_seconds(elements: list, results: list, clock=time.perf_counter) -> float:
-    """Seconds per element to pickle a block of ``elements`` and of their results (stacked, as workers send
-    them) and to unpickle both: the consumer's share of an element's trip to a worker process. Infinite
-    when they cannot be pickled (they cannot go to a worker at all)."""
+def transfer_seconds(elements: list, results: list, clock=time.thread_time) -> float:
+    """Seconds each further element adds to pickling a block of ``elements`` and of their results
+    (stacked, as workers send them) and unpickling both: the consumer's share of an element's trip to a
+    worker process. Infinite when they cannot be pickled (they cannot go to a worker at all).
+
+    The cost of a block of one is taken off: a block's fixed cost (pickling a numpy array costs ~5 us
+    whatever its size) is shared by the hundreds of elements of a worker's task, not by the few of the
+    sample (the warm-up's last chunk: 8 or 16 of P5's lines, as the machine's speed had it, measured 5
+    and 1 us a line). Timed in CPU time by default: being descheduled adds only wall time."""
     from .. import structure
     from .blocks import Failure
 
@@ -243,12 +307,23 @@ def transfer_seconds(elements: list, results: list, clock=time.perf_counter) -> 
     outputs = [r for r in results[:SAMPLE] if type(r) is not Failure]
     if not inputs:
         return 0.0
+    whole = _round_trip(inputs, outputs, clock)
+    if len(inputs) < 2 or whole == float("inf"):
+        return whole / len(inputs)
+    one = _round_trip(inputs[:1], outputs[:1], clock)
+    return max(0.0, whole - one) / (len(inputs) - 1)
+
+
+def _round_trip(inputs: list, outputs: list, clock) -> float:
+    """The best of three: seconds to pickle and unpickle ``inputs`` and ``outputs`` stacked."""
+    from .. import structure
+
     try:
         outputs = structure.stack(outputs) if outputs else outputs
     except Exception:  # noqa: BLE001 - results of different shapes travel one by one
         pass
     best = float("inf")
-    for _ in range(2):  # the first round trip of a type pays one-off costs (pickle's dispatch, imports)
+    for _ in range(3):  # the first round trip of a type pays one-off costs (pickle's dispatch, imports)
         t0 = clock()
         try:
             pickle.loads(pickle.dumps(inputs, protocol=5))
@@ -256,7 +331,7 @@ def transfer_seconds(elements: list, results: list, clock=time.perf_counter) -> 
         except Exception:  # noqa: BLE001 - not picklable: they cannot cross to a process
             return float("inf")
         best = min(best, clock() - t0)
-    return best / len(inputs)
+    return best
 
 
 # ------------------------------------------------------------------------------------------ remembered
@@ -280,6 +355,7 @@ def chosen_executors(learned: dict, root) -> str:
 
 
 def remember(ctx, node, decision: Decision) -> None:
+    """Keep ``decision`` for the ``Dataset``'s next iterators, unless the measurement left it open."""
     slot = autotune.learned_slot(ctx, node)
-    if slot is not None:
+    if slot is not None and decision.final:
         slot[0][slot[1] + ("executor",)] = decision

@@ -50,6 +50,7 @@ class _Chooser(Iterator):
     # Tests replace these (a fake clock, a fake probe) so that the decision never depends on the machine.
     clock = staticmethod(time.perf_counter)
     cpu_clock = staticmethod(time.thread_time)
+    process_clock = staticmethod(time.process_time)  # all threads' CPU: the pipeline's others' in the warm-up
     probe = staticmethod(executor_choice.probe)
 
     def __init__(self, node, ctx, map_node):
@@ -110,11 +111,15 @@ class _Chooser(Iterator):
 
     def _run_probe(self):
         """(results, position after them, decision, whether the input ended or failed): a warm-up on this
-        thread, in doubling chunks, estimates the time per call; then the two-thread probe measures."""
+        thread, in doubling chunks, estimates the CPU time per call; then the two-thread probe measures
+        (again, up to ``MAX_PROBES`` times, while other programs disturb it)."""
         results, position, step = [], 0, 1
         total = 0.0  # wall seconds of the warm-up's calls (not of reading the input)
-        per_call, solo = float("inf"), 0.0  # the best chunk's: being descheduled only ever adds wall time
+        # The best chunk's CPU per call and CPU / wall: being descheduled adds wall time, never CPU time.
+        per_call, solo = float("inf"), 0.0
         judged = 0  # chunks measured (two at least, unless a call is slow: a busy machine deschedules us)
+        # the pipeline's other threads' CPU meanwhile: the process's, less this thread's (reading included)
+        began = self.clock(), self.process_clock(), self.cpu_clock()
         while True:
             block, error = _take(self.input, step)
             t0, c0 = self.clock(), self.cpu_clock()
@@ -130,35 +135,45 @@ class _Chooser(Iterator):
                 return results, position, Decision("thread", "the input ended within the probe"), True
             slow = wall >= executor_choice.SLOW_CALL * len(block)
             if step > 1 or slow:  # (a first call may pay one-off costs: imports, caches)
-                per_call = min(per_call, wall / len(block))
+                # (a CPU clock too coarse to see the chunk -- Windows' ticks -- leaves its wall time)
+                per_call = min(per_call, (cpu if cpu > 0 else wall) / len(block))
                 solo = max(solo, cpu / wall if wall > 0 else 0.0)
                 judged += 1
             warm = total >= executor_choice.WARM_SECONDS and (judged >= 2 or slow)
             if warm or position >= executor_choice.MAX_WARM:
                 break
             step *= 2
+        wall = self.clock() - began[0]
+        others = (self.process_clock() - began[1]) - (self.cpu_clock() - began[2])
+        own = max(0.0, others / wall) if wall > 0 else 0.0
+        if executor_choice.upstream_threads(self._map):
+            own = max(own, executor_choice.UPSTREAM_CORES)
         quick = executor_choice.too_cheap(per_call) or executor_choice.cannot_pay(
-            per_call, executor_choice.transfer_seconds(block, mapped), self.ctx.cpu_count)
+            per_call, executor_choice.transfer_seconds(block, mapped), self.ctx.cpu_count, own)
         if quick is not None:
             return results, position, quick, False
-        n = int(executor_choice.PROBE_SECONDS / max(per_call, 1e-9))
-        n = self._probe_size(position, max(2, min(executor_choice.MAX_PROBE, n)))
-        block, error = _take(self.input, n)
-        measured = None
-        if len(block) >= 2:
-            mapped, measured = self.probe(self._run_block, block, position, solo, self.clock, self.cpu_clock)
-            measured = dataclasses.replace(measured, solo_per_call=per_call)
-        else:
-            mapped = self._run(block, position)
-        results += mapped
-        position += len(block)
-        if error is not None:
-            results.append(Failure(error))
-        if measured is None or (error is None and len(block) < n):
-            return results, position, Decision("thread", "the input ended within the probe"), True
-        card = self._map.inputs[0].cardinality()
-        remaining = max(0, card - position) if card >= 0 else None
-        return results, position, executor_choice.decide(measured, self.ctx.cpu_count, remaining), error is not None
+        for _ in range(executor_choice.MAX_PROBES):
+            n = int(executor_choice.PROBE_SECONDS / max(per_call, 1e-9))
+            n = self._probe_size(position, max(2, min(executor_choice.MAX_PROBE, n)))
+            block, error = _take(self.input, n)
+            measured = None
+            if len(block) >= 2:
+                mapped, measured = self.probe(self._run_block, block, position, solo, self.clock, self.cpu_clock)
+                measured = dataclasses.replace(measured, solo_per_call=per_call, warm_own=own)
+            else:
+                mapped = self._run(block, position)
+            results += mapped
+            position += len(block)
+            if error is not None:
+                results.append(Failure(error))
+            if measured is None or (error is None and len(block) < n):
+                return results, position, Decision("thread", "the input ended within the probe"), True
+            card = self._map.inputs[0].cardinality()
+            remaining = max(0, card - position) if card >= 0 else None
+            decision = executor_choice.decide(measured, self.ctx.cpu_count, remaining)
+            if error is not None or decision.final:
+                break
+        return results, position, decision, error is not None
 
     def _run_block(self, block, position):
         return self._run(block, position), False

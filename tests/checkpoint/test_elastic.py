@@ -240,6 +240,7 @@ def test_tail_whose_map_executor_autotune_chose_processes_counts_its_held_rows(m
     clock = iter(i * 1e-3 for i in range(1, 10**9))
     monkeypatch.setattr(chosen_map._Chooser, "clock", staticmethod(lambda: next(clock)))
     monkeypatch.setattr(chosen_map._Chooser, "cpu_clock", staticmethod(lambda: next(clock)))
+    monkeypatch.setattr(chosen_map._Chooser, "process_clock", staticmethod(lambda: 0.0))  # no other threads
     holds_the_gil = Measurement(100, 2, wall=1.0 / 0.97, cpu=1.0, transfer=1e-6)
 
     def probe(run, elements, position, solo, clock, cpu_clock):

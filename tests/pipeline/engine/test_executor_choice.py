@@ -122,16 +122,19 @@ class FakeClock:
 
 
 class FakeProbe:
-    """Maps the probe's elements (on this thread) and reports ``measurement``, whatever the machine did."""
+    """Maps the probe's elements (on this thread) and reports ``measurement``, whatever the machine did (a
+    list: one per probe, the last one repeated)."""
 
     def __init__(self, measurement):
-        self.measurement, self.calls = measurement, 0
+        self.measurements = list(measurement) if isinstance(measurement, list) else [measurement]
+        self.calls = 0
 
     def __call__(self, run, elements, position, solo, clock, cpu_clock):
+        m = self.measurements[min(self.calls, len(self.measurements) - 1)]
         self.calls += 1
         half = (len(elements) + 1) // 2
         results = run(elements[:half], position)[0] + run(elements[half:], position + half)[0]
-        return results, self.measurement
+        return results, m
 
 
 @pytest.fixture
@@ -139,6 +142,7 @@ def measured(monkeypatch):
     """``measured(m)``: the probe reports ``m`` from now on; returns the fake probe (it counts its calls)."""
     monkeypatch.setattr(chosen_map._Chooser, "clock", staticmethod(FakeClock()))
     monkeypatch.setattr(chosen_map._Chooser, "cpu_clock", staticmethod(FakeClock()))
+    monkeypatch.setattr(chosen_map._Chooser, "process_clock", staticmethod(lambda: 0.0))  # no other threads
 
     def use(m):
         fake = FakeProbe(m)
@@ -518,3 +522,151 @@ def test_warm_start_probes_at_creation_and_yields_the_same(measured):
         assert probe.calls == 1  # before the first next
         got = list(it)
     assert_elements_equal(got, plain(unfused))
+
+
+# ------------------------------------------------------------- a shared, noisy machine
+def disturbed(others=0.0):
+    """Two threads got 0.28 of a core where one got a whole one; the process's other threads used
+    ``others`` CPU seconds meanwhile."""
+    return Measurement(100, 2, wall=100 * 10 * MS / 0.28, cpu=100 * 10 * MS, transfer=1e-6, others=others)
+
+
+def test_a_probe_disturbed_by_other_programs_leaves_the_decision_open():
+    d = decide(disturbed(others=0.0), cpus=2)
+    assert d.executor == "thread" and not d.final and "by other programs" in d.reason
+
+
+def test_a_probe_disturbed_by_the_pipelines_own_threads_decides_threads_for_good():
+    """P3's interleave readers beside the probe: processes would share the cores with them."""
+    m = disturbed(others=0.5 * 100 * 10 * MS / 0.28)  # the readers used half a core
+    d = decide(m, cpus=2)
+    assert d.executor == "thread" and d.final and "this pipeline's other threads (0.50 cores)" in d.reason
+
+
+def test_a_disturbed_probe_of_a_call_too_cheap_for_processes_decides_without_another_probe():
+    m = dataclasses.replace(disturbed(), solo_per_call=2e-6)
+    d = decide(m, cpus=2)
+    assert d.final and d.reason.startswith("too cheap to hand to processes")
+
+
+def test_the_probe_runs_again_while_other_programs_disturb_it(measured):
+    probe = measured([disturbed(), HOLDS])
+    got, it = as_list(unfused(n=3000))
+    assert probe.calls == 2 and it.executor_decision == Decision("process", HOLDS_REASON)
+    assert_elements_equal(got, [tokens(x) for x in range(3000)])
+
+
+@pytest.mark.parametrize("make", [unfused, fused], ids=["map", "map+batch"])
+def test_a_decision_left_open_by_every_probe_stays_on_threads_and_is_not_remembered(measured, make):
+    probe = measured(disturbed())
+    ds = make(n=3000)
+    got, it = as_list(ds)
+    assert probe.calls == executor_choice.MAX_PROBES
+    assert it.executor_decision.executor == "thread" and not it.executor_decision.final
+    assert "Chosen when run" not in ds.explain()
+    probe = measured(HOLDS)  # the next iterator probes afresh
+    again, it = as_list(ds)
+    assert probe.calls == 1 and it.executor_decision == Decision("process", HOLDS_REASON)
+    assert_elements_equal(got, plain(lambda e: make(e, n=3000)))
+    assert_elements_equal(again, got)
+
+
+def test_a_probe_disturbed_by_the_pipelines_own_threads_is_not_repeated(measured):
+    probe = measured(disturbed(others=2.0))  # 0.56 cores
+    ds = unfused(n=3000)
+    _, it = as_list(ds)
+    assert probe.calls == 1 and it.executor_decision.executor == "thread" and it.executor_decision.final
+    as_list(ds)
+    assert probe.calls == 1  # remembered
+
+
+def test_the_warm_up_judges_the_cpu_time_of_its_calls_not_their_wall_time(measured, monkeypatch):
+    """A descheduled thread's wall clock runs on, its CPU clock does not: here the calls take 1 ms of wall
+    time each reading but 0.1 us of CPU -- far too cheap for processes, whatever the wall time says."""
+    probe = measured(HOLDS)
+
+    class CheapCpu:
+        now = 0.0
+
+        def __call__(self):
+            self.now += 1e-7
+            return self.now
+
+    monkeypatch.setattr(chosen_map._Chooser, "cpu_clock", staticmethod(CheapCpu()))
+    got, it = as_list(unfused())
+    assert probe.calls == 0 and it.executor_decision.reason.startswith("too cheap to hand to processes")
+    assert_elements_equal(got, plain(unfused))
+
+
+def test_the_probe_times_the_trip_to_a_worker_and_the_other_threads_in_cpu_time():
+    class Ticks:  # 1 ms per reading, on one clock shared by both threads
+        def __init__(self):
+            self.now, self.lock = 0.0, threading.Lock()
+
+        def __call__(self):
+            with self.lock:
+                self.now += MS
+                return self.now
+
+    # each thread reads the process's CPU as it starts and ends: the first reading is a start, the last an end
+    process_times = Ticks()
+    _, m = executor_choice.probe(lambda block, position: (list(block), False), list(range(10)), 0, solo=1.0,
+                                 cpu_clock=lambda: 0.0, process_clock=process_times)
+    assert m.cpu == 0.0 and m.others == pytest.approx(3 * MS) and m.transfer == 0.0  # the CPU clock stood still
+    _, m = executor_choice.probe(lambda block, position: (list(block), False), list(range(10)), 0, solo=1.0,
+                                 cpu_clock=Ticks(), process_clock=lambda: 0.0)
+    assert m.cpu == pytest.approx(2 * MS)  # each thread: one reading of the shared clock between its two
+
+
+def test_the_trip_of_an_element_leaves_out_the_fixed_cost_of_a_block():
+    """A worker's task holds hundreds of elements: a block's fixed cost (pickling a numpy array: ~5 us) is
+    theirs to share, not the few sampled ones'. Here 10 elements round-trip in 11 ms, one in 2 ms."""
+    readings = iter([0, 11, 0, 11, 0, 11, 0, 2, 0, 2, 0, 2])
+    t = executor_choice.transfer_seconds(list(range(10)), list(range(10)), clock=lambda: next(readings) * MS)
+    assert t == pytest.approx(1 * MS)
+
+
+def test_the_rule_counts_the_cores_the_pipelines_other_threads_keep_busy():
+    assert executor_choice.cannot_pay(8e-6, 1e-6, cpus=2) is None
+    d = executor_choice.cannot_pay(8e-6, 1e-6, cpus=2, own=0.9)  # 1.1 x 8 / (8 + 4) = 0.73
+    assert d.executor == "thread" and "less 0.90 cores for this pipeline's other threads" in d.reason
+    m = dataclasses.replace(gil_bound(per_call=8e-6), others=0.9 * gil_bound(per_call=8e-6).wall)
+    assert decide(m, cpus=2).reason.startswith("too cheap to hand to processes")
+
+
+def test_a_warm_up_beside_busy_threads_of_the_pipeline_stays_on_threads_without_a_probe(measured, monkeypatch):
+    """P3's interleave readers keep a core busy while its parse warms up: worker processes would share what
+    is left, and the first batch must not wait for a probe."""
+    probe = measured(HOLDS)
+    busy = FakeClock()  # 1 ms per reading: the process's CPU grows faster than this thread's
+    monkeypatch.setattr(chosen_map._Chooser, "process_clock", staticmethod(lambda: 100 * busy()))
+    got, it = as_list(unfused())
+    assert probe.calls == 0 and "cores for this pipeline's other threads" in it.executor_decision.reason
+    assert_elements_equal(got, plain(unfused))
+
+
+def test_the_rule_judges_the_least_cpu_per_call_seen_in_the_warm_up_or_the_probe():
+    """Contention only adds CPU: a 3 us call measured at 20 us in a cold warm-up is still 3 us."""
+    m = dataclasses.replace(gil_bound(per_call=3e-6, transfer=1e-6), solo_per_call=20e-6)  # 6 / 7: 0.86x
+    d = decide(m, cpus=2)
+    assert d.executor == "thread" and d.reason.startswith("too cheap to hand to processes: 3.00 us per call")
+
+
+def test_the_rule_takes_the_busier_of_the_warm_ups_and_the_probes_other_threads():
+    m = dataclasses.replace(gil_bound(per_call=8e-6), warm_own=0.9)  # 1.1 x 8 / (8 + 4) = 0.73
+    assert decide(m, cpus=2).reason.endswith("less 0.90 cores for this pipeline's other threads)")
+    assert decide(dataclasses.replace(m, warm_own=0.1), cpus=2).executor == "process"  # 1.9 x 8 / 12 = 1.27
+
+
+def test_a_parallel_stage_upstream_is_taken_to_keep_a_core_busy_whatever_the_warm_up_saw(measured):
+    """P3: interleave readers on threads, then the parse. Their bursts may miss the warm-up entirely; on two
+    CPUs the workers would have one core left, so no probe (the first batch does not wait for one)."""
+    probe = measured(HOLDS)
+    ds = (Dataset.range(4).interleave(lambda i: Dataset.range(100), cycle_length=2, num_parallel_calls=2)
+          .map(tokens, num_parallel_calls=AUTOTUNE).with_options(opts()))
+    got, it = as_list(ds)
+    assert probe.calls == 0 and it.executor_decision.reason.endswith(
+        "less 1.00 cores for this pipeline's other threads)")
+    assert len(got) == 400
+    assert executor_choice.upstream_threads(Dataset.range(3).prefetch(2).map(tokens).node)
+    assert not executor_choice.upstream_threads(Dataset.range(3).map(tokens).batch(2).map(tokens).node)
