@@ -23,9 +23,11 @@ has a stateful function: then every step is read on the consumer's thread when i
 rule: stateful functions run in a fixed sequence, prefetch is switched off), the node that forced it is
 logged to the ``jaxfeed.determinism`` logger, and ``iterator.synchronous_reason`` names it. While that thread
 runs, the iterator also holds the last two steps it delivered and the thread drops older ones: a step the user
-has let go is freed there, not inside the next ``next`` (freeing its per-device buffers is not free). A
-dense step (every replica a full piece) is joined without the padding walk, and a step's numeric components
-go to the devices in one placement call.
+has let go is freed there, not inside the next ``next`` (freeing its per-device buffers is not free). That
+thread reads a single pipeline's output ``prefetch`` itself (``prefetch_takeover.py``: one hand-off per step,
+not two), and hands steps over through a ``StepQueue`` (``step_queue.py``: a consumer that outruns it is woken
+once per full queue, not once per step). A dense step (every replica a full piece) is joined without the
+padding walk, and a step's numeric components go to the devices in one placement call.
 
 ``get_state()`` stops it and returns ``{"version": 1, "workers": [<DatasetIterator state>, ...], "buffered":
 [<steps read but not yet delivered>], "step": <steps delivered>, ...}`` (an ``experimental_distribute_dataset``
@@ -40,7 +42,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import queue
 import sys
 import threading
 
@@ -50,7 +51,8 @@ from jaxfeed.pipeline import structure as st
 from jaxfeed.pipeline.dataset_iterator import Optional
 from jaxfeed.pipeline.errors import InvalidArgumentError, OutOfRangeError
 
-from . import lifetime
+from . import lifetime, prefetch_takeover
+from .step_queue import StepQueue
 from .values import NARROWED, to_device_dtype, x64_enabled
 
 STATE_VERSION = 1
@@ -104,6 +106,7 @@ class DistributedIterator:
         # (its partial-batch handling is off then): ``batch(drop_remainder=True)`` gives whole steps only
         self._drop_partial = feed.num_workers == 1 and dds._fully_static()
         self._paths = None
+        self.took_over_prefetch = False  # the pipeline's output prefetch reads on this iterator's thread
         self.synchronous_reason = _synchronous_reason(dds._datasets)
         if self.synchronous_reason is not None:
             _det_logger.info("distributed iterator: steps are read on the consumer's thread, no prefetch thread "
@@ -252,24 +255,22 @@ class DistributedIterator:
                 item = ("end", None) if host is None else ("step", host)
                 if item[0] == "step" and self._dds._options.experimental_fetch_to_device:
                     item = ("step", host, self._to_device(host))
-                while not self._stop.is_set():
-                    try:
-                        self._queue.put(item, timeout=0.05)
-                        break
-                    except queue.Full:
-                        continue
-                else:
-                    self._buffered.append(host) if host is not None else None
+                if not self._queue.put(item, self._stop, last=host is None):
+                    if host is not None:  # stopped while the queue was full: the host step is kept
+                        self._buffered.append(host)
                     return
                 if host is None:
                     return
         except BaseException as e:  # noqa: BLE001 - delivered to the consumer at this step
-            self._queue.put(("error", e))
+            if not self._queue.put(("error", e), self._stop, last=True):
+                self._buffered.append(("error", e))
 
     def _start(self):
         n = self._dds._options.experimental_per_replica_buffer_size
+        # this thread reads the pipeline: its own output prefetch would be a second hand-off per step
+        self.took_over_prefetch = prefetch_takeover.take_over(self._its)
         self._stop.clear()
-        self._queue = queue.Queue(maxsize=max(1, n))
+        self._queue = StepQueue(n)
         self._thread = threading.Thread(target=self._producer, daemon=True, name="jaxfeed-distribute-prefetch")
         lifetime.track(self)  # halted before JAX's runtime goes at exit (a thread killed inside JAX aborts)
         self._thread.start()
@@ -280,11 +281,10 @@ class DistributedIterator:
             return
         self._stop.set()
         drained = []
-        while self._thread.is_alive() or not self._queue.empty():
-            try:
-                drained.append(self._queue.get(timeout=0.05))
-            except queue.Empty:
-                continue
+        while self._thread.is_alive():  # (a producer waiting for room looks at the stop event now and then)
+            drained.extend(self._queue.drain())
+            self._thread.join(0.05)
+        drained.extend(self._queue.drain())
         self._thread.join()
         self._thread = None
         self._retired.clear()  # no thread to free them: the user's references decide again

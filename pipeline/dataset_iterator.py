@@ -146,6 +146,13 @@ class DatasetIterator:
     def element_spec(self):
         return self._dataset.element_spec
 
+    @property
+    def root_iterator(self):
+        """The root of the running iterator tree, for an outer stage that adapts it (the distributed
+        iterator's prefetch to the devices takes the place of the pipeline's last prefetch: ``serve_on_caller``).
+        A new tree after ``set_state`` when the saved iteration differs."""
+        return self._it
+
     # ------------------------------------------------------------------ state
     def get_state(self) -> dict:
         """The iterator's position: a small nested dict (see ``jaxfeed.pipeline.checkpoint`` to save it)."""

@@ -48,14 +48,26 @@ class PrefetchIterator(Iterator):
         self._filled = False  # the producer filled the buffer since the capacity last grew
         self._consumer_waiting = False
         self._first_served = False
+        self._on_caller = False  # an outer stage's thread runs this one's input (``serve_on_caller``)
 
     def _start(self):
         self._thread = threading.Thread(target=self._produce, name="jaxfeed-prefetch", daemon=True)
         self._thread.start()
 
     def start_ahead(self):
-        if self._thread is None:  # (not once the input has ended: then it is _NO_THREAD)
+        if self._thread is None and not self._on_caller:  # (not once the input ended: then it is _NO_THREAD)
             self._start()
+
+    def serve_on_caller(self) -> bool:
+        """An outer stage that runs its own producer thread over this one (the distributed iterator's prefetch
+        to the devices) takes this prefetch's place: from now on every call reads the input on the caller's
+        thread, elements already buffered (a restored state) first, and no producer thread is started, so
+        each element crosses one thread boundary instead of two. The state keeps its form. False (nothing
+        changed) when the producer thread has already started."""
+        if self._thread is not None and self._thread is not _NO_THREAD:
+            return False
+        self._on_caller = True
+        return True
 
     def _produce(self):
         while True:
@@ -107,7 +119,15 @@ class PrefetchIterator(Iterator):
 
     def _refill_local(self, n):
         """Fill ``_local``: the first call from the input here (``_first_here``), later ones from the buffer."""
-        if self._thread is None and not self._first_served and not self._buf:
+        if self._on_caller:
+            if self._buf:  # elements buffered before (a restored state), in order
+                self._local.extend(self._buf)
+                self._buf.clear()
+            elif not self._ended:
+                self._first_here(n)
+            else:
+                self._local.append(_END)
+        elif self._thread is None and not self._first_served and not self._buf:
             self._first_here(n)
         else:
             self._grab()
