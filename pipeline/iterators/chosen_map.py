@@ -297,6 +297,7 @@ class ChosenMapBatchIterator(_Chooser):
 
             stage = ProcessMapIterator(self._map, _HandOver(self.ctx, self._map.inputs[0], self.input))
             batch_node = self.node.batch_node
+            stage.rows_per_batch = batch_node.batch_size
             inner = BatchIterator(batch_node, _HandOver(self.ctx, batch_node.inputs[0], stage))
         else:
             from .map_batch import MapBatchIterator

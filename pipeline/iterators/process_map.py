@@ -259,6 +259,10 @@ class ProcessMapIterator(HandedOverByProbe, DeliveringIterator):
         self._position = 0
         self._input_done = False
         self._block = 8  # adapted from the per-element time workers report
+        # Under a batch of this many rows (``iterators/chosen_map.py`` sets it), tasks end on batch boundaries:
+        # the batch then takes each batch as a view of one worker's stacked block instead of joining pieces of
+        # two (a concatenate per leaf: ~0.35 us a line of P5 on the consumer, a third of its share).
+        self.rows_per_batch = 1
         self._seeds = node_seeds(node)
         self._dead: WorkerDiedError | None = None
         self.work_seconds = 0.0  # function time measured in the workers (statistics)
@@ -316,7 +320,7 @@ class ProcessMapIterator(HandedOverByProbe, DeliveringIterator):
             self._start()
         while not self._input_done and len(self._inflight) < DEPTH * self.parallelism:
             try:
-                block = self.input.next_many(self._block)
+                block = self.input.next_many(self._sized(self._block))
             except Exception as e:  # noqa: BLE001 - an upstream error is delivered in its place
                 self._inflight.append(_Task(-1, -1, self._position, 0, None, ([Failure(e)], True, None)))
                 continue
@@ -324,6 +328,16 @@ class ProcessMapIterator(HandedOverByProbe, DeliveringIterator):
                 self._input_done = True
                 break
             self._submit(block)
+
+    def _sized(self, n: int) -> int:
+        """About ``n`` elements, so many that the block ends on a multiple of ``rows_per_batch`` input
+        positions (the map keeps positions: the batches above start there, until an error shifts them). A
+        short read or a restored state starting mid-batch is made up by the next block."""
+        size = self.rows_per_batch
+        if size <= 1:
+            return n
+        end = max((self._position + n) // size, self._position // size + 1) * size
+        return end - self._position
 
     def _submit(self, block):
         w = min(range(self.parallelism), key=self._load.__getitem__)

@@ -670,3 +670,47 @@ def test_a_parallel_stage_upstream_is_taken_to_keep_a_core_busy_whatever_the_war
     assert len(got) == 400
     assert executor_choice.upstream_threads(Dataset.range(3).prefetch(2).map(tokens).node)
     assert not executor_choice.upstream_threads(Dataset.range(3).map(tokens).batch(2).map(tokens).node)
+
+
+# ------------------------------------------------------------------ the process map under a batch
+@pytest.mark.parametrize("size", [16, 7, 1000])
+def test_a_chosen_process_map_under_a_batch_sends_tasks_that_end_on_batch_boundaries(measured, monkeypatch,
+                                                                                     size):
+    """Each batch is then a view of one worker's stacked block: no join of two blocks' pieces."""
+    measured(HOLDS)
+    tasks = []
+    submit = ProcessMapIterator._submit
+
+    def spy(self, block):
+        tasks.append((self._position, len(block)))
+        submit(self, block)
+
+    monkeypatch.setattr(ProcessMapIterator, "_submit", spy)
+    # the workers start at the first refill, not in the background (the consumer would map all of it)
+    monkeypatch.setattr(ProcessMapIterator, "start_in_background", lambda self: None)
+    n = 3000
+    got, _ = as_list(fused(n=n, size=size))
+    assert tasks and all((start + k) % size == 0 for start, k in tasks if start + k < n)
+    assert_elements_equal(got, plain(lambda e: fused(e, n=n, size=size)))
+
+
+def test_a_restored_process_map_under_a_batch_gets_back_on_batch_boundaries(measured, monkeypatch):
+    measured(HOLDS)
+    with iter(fused(n=3000)) as it:
+        head = [next(it) for _ in range(3)]
+        state = pickle.loads(pickle.dumps(it.get_state()))
+    tasks = []
+    submit = ProcessMapIterator._submit
+
+    def spy(self, block):
+        tasks.append((self._position, len(block)))
+        submit(self, block)
+
+    monkeypatch.setattr(ProcessMapIterator, "_submit", spy)
+    # the workers start at the first refill, not in the background (the consumer would map all of it)
+    monkeypatch.setattr(ProcessMapIterator, "start_in_background", lambda self: None)
+    restored = fused(n=3000).make_iterator(state=state)
+    tail = list(restored)
+    restored.close()
+    assert tasks and all((start + k) % 16 == 0 for start, k in tasks if start + k < 3000)
+    assert_elements_equal(head + tail, plain(lambda e: fused(e, n=3000)))
