@@ -148,8 +148,11 @@ class _Chooser(Iterator):
         own = max(0.0, others / wall) if wall > 0 else 0.0
         if executor_choice.upstream_threads(self._map):
             own = max(own, executor_choice.UPSTREAM_CORES)
-        quick = executor_choice.too_cheap(per_call) or executor_choice.cannot_pay(
-            per_call, executor_choice.transfer_seconds(block, mapped), self.ctx.cpu_count, own)
+        cpus = self.ctx.cpu_count
+        # (the trip is timed only when it can matter: P3's parse cannot pay even for a free one)
+        quick = (executor_choice.too_cheap(per_call) or executor_choice.cannot_pay(per_call, 0.0, cpus, own)
+                 or executor_choice.cannot_pay(per_call, executor_choice.transfer_seconds(block, mapped), cpus,
+                                               own))
         if quick is not None:
             return results, position, quick, False
         for _ in range(executor_choice.MAX_PROBES):

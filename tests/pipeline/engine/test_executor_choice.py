@@ -658,10 +658,15 @@ def test_the_rule_takes_the_busier_of_the_warm_ups_and_the_probes_other_threads(
     assert decide(dataclasses.replace(m, warm_own=0.1), cpus=2).executor == "process"  # 1.9 x 8 / 12 = 1.27
 
 
-def test_a_parallel_stage_upstream_is_taken_to_keep_a_core_busy_whatever_the_warm_up_saw(measured):
+def test_a_parallel_stage_upstream_is_taken_to_keep_a_core_busy_whatever_the_warm_up_saw(measured, monkeypatch):
     """P3: interleave readers on threads, then the parse. Their bursts may miss the warm-up entirely; on two
     CPUs the workers would have one core left, so no probe (the first batch does not wait for one)."""
     probe = measured(HOLDS)
+
+    def untimed(*args, **kwargs):
+        raise AssertionError("the trip to a worker is not timed: processes cannot pay even for a free one")
+
+    monkeypatch.setattr(executor_choice, "transfer_seconds", untimed)
     ds = (Dataset.range(4).interleave(lambda i: Dataset.range(100), cycle_length=2, num_parallel_calls=2)
           .map(tokens, num_parallel_calls=AUTOTUNE).with_options(opts()))
     got, it = as_list(ds)
