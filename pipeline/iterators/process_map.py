@@ -140,6 +140,7 @@ class _Pool:
         self.slabs = SlabPool(n, DEPTH)
         self.procs, self.conns, self.outboxes, self.senders = [], [], [], []
         self.closed = False
+        self.released = False  # the workers were told to exit (``release``)
         try:
             self._start(ctx, fn_bytes, label, n)
         except BaseException:
@@ -167,12 +168,19 @@ class _Pool:
     def send(self, worker: int, message: bytes) -> None:
         self.outboxes[worker].put(message)
 
+    def release(self) -> None:
+        """Tell the workers to exit after their tasks (the stop is sent behind them): no more will come.
+        Exiting takes a worker 4-50 ms, which ``close`` -- the end of an epoch -- then no longer waits for."""
+        if not self.released:
+            self.released = True
+            for box in self.outboxes:
+                box.put(_STOP_BYTES)
+
     def close(self):
         if self.closed:
             return
         self.closed = True
-        for box in self.outboxes:
-            box.put(_STOP_BYTES)
+        self.release()
         for p in self.procs:
             # A worker blocked writing an answer nobody will read never sees the None: do not wait long.
             p.join(STOP_SECONDS)
@@ -328,6 +336,8 @@ class ProcessMapIterator(HandedOverByProbe, DeliveringIterator):
                 self._input_done = True
                 break
             self._submit(block)
+        if self._input_done:  # every task is sent: each worker exits after its own (its stop comes last)
+            self._pool.release()
 
     def _sized(self, n: int) -> int:
         """About ``n`` elements, so many that the block ends on a multiple of ``rows_per_batch`` input

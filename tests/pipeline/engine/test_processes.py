@@ -146,6 +146,23 @@ def test_close_leaves_no_worker_processes_and_no_shared_memory():
     assert worker_children() == [] and our_segments() == set()
 
 
+def test_workers_exit_once_every_result_is_back_before_the_iterator_closes():
+    """The end of an epoch does not wait for the workers to exit: they were told to behind their last task
+    (the bench closes each epoch's iterator inside its timed region)."""
+    it = iter(pmap(Dataset.range(500), image))
+    got = [next(it)]
+    procs = worker_children()
+    assert len(procs) == 2
+    got += [next(it) for _ in range(499)]  # every element, and the end not asked for yet
+    gone, alive = psutil.wait_procs(procs, timeout=30)  # a hang guard only: they exit at once
+    assert alive == [] and worker_children() == []
+    assert_elements_equal(got, [image(x) for x in range(500)])
+    with pytest.raises(StopIteration):
+        next(it)
+    it.close()
+    assert our_segments() == set()
+
+
 def test_garbage_collected_iterator_releases_its_workers():
     it = iter(pmap(Dataset.range(500), image))
     next(it)
