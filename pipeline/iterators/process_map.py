@@ -342,9 +342,11 @@ class ProcessMapIterator(HandedOverByProbe, DeliveringIterator):
     def _sized(self, n: int) -> int:
         """About ``n`` elements, so many that the block ends on a multiple of ``rows_per_batch`` input
         positions (the map keeps positions: the batches above start there, until an error shifts them). A
-        short read or a restored state starting mid-batch is made up by the next block."""
+        short read or a restored state starting mid-batch is made up by the next block. Blocks smaller than
+        a batch stay as they are: the first one (8 elements, to learn the time per call), and those of a
+        slow function, whose batches are better made by several workers at once."""
         size = self.rows_per_batch
-        if size <= 1:
+        if size <= 1 or n < size:
             return n
         end = max((self._position + n) // size, self._position // size + 1) * size
         return end - self._position

@@ -693,9 +693,14 @@ def test_a_chosen_process_map_under_a_batch_sends_tasks_that_end_on_batch_bounda
     monkeypatch.setattr(ProcessMapIterator, "_submit", spy)
     # the workers start at the first refill, not in the background (the consumer would map all of it)
     monkeypatch.setattr(ProcessMapIterator, "start_in_background", lambda self: None)
+    from jaxfeed.pipeline.iterators import process_map
+
+    monkeypatch.setattr(process_map, "TARGET_TASK_SECONDS", 1e9)  # tasks of MAX_BLOCK after the first
     n = 3000
     got, _ = as_list(fused(n=n, size=size))
-    assert tasks and all((start + k) % size == 0 for start, k in tasks if start + k < n)
+    # the first tasks (8 elements, sent before any answer told the time per call) may end anywhere
+    later = [(start, k) for start, k in tasks if k != 8]
+    assert later and all((start + k) % size == 0 for start, k in later if start + k < n)
     assert_elements_equal(got, plain(lambda e: fused(e, n=n, size=size)))
 
 
@@ -714,8 +719,32 @@ def test_a_restored_process_map_under_a_batch_gets_back_on_batch_boundaries(meas
     monkeypatch.setattr(ProcessMapIterator, "_submit", spy)
     # the workers start at the first refill, not in the background (the consumer would map all of it)
     monkeypatch.setattr(ProcessMapIterator, "start_in_background", lambda self: None)
+    from jaxfeed.pipeline.iterators import process_map
+
+    monkeypatch.setattr(process_map, "TARGET_TASK_SECONDS", 1e9)  # tasks of MAX_BLOCK after the first
     restored = fused(n=3000).make_iterator(state=state)
     tail = list(restored)
     restored.close()
-    assert tasks and all((start + k) % 16 == 0 for start, k in tasks if start + k < 3000)
+    later = [(start, k) for start, k in tasks if k != 8]
+    assert later and all((start + k) % 16 == 0 for start, k in later if start + k < 3000)
     assert_elements_equal(head + tail, plain(lambda e: fused(e, n=3000)))
+
+
+def test_a_chosen_process_map_under_a_batch_bigger_than_a_task_keeps_its_tasks_small(measured, monkeypatch):
+    """A batch bigger than a task (MAX_BLOCK) is made by several tasks, several workers at once: a task
+    never grows to a whole batch (memory in flight, and the first batch's parallelism)."""
+    from jaxfeed.pipeline.iterators import process_map
+
+    measured(HOLDS)
+    tasks = []
+    submit = ProcessMapIterator._submit
+
+    def spy(self, block):
+        tasks.append(len(block))
+        submit(self, block)
+
+    monkeypatch.setattr(ProcessMapIterator, "_submit", spy)
+    monkeypatch.setattr(ProcessMapIterator, "start_in_background", lambda self: None)
+    got, _ = as_list(fused(n=12000, size=5000))
+    assert tasks and max(tasks) <= process_map.MAX_BLOCK
+    assert_elements_equal(got, plain(lambda e: fused(e, n=12000, size=5000)))
