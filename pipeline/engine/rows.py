@@ -51,6 +51,24 @@ class RowQueue:
         template, leaves, _ = self._pieces[0]
         return template, [(leaf.dtype, leaf.shape[1:]) for leaf in leaves]
 
+    def front(self):
+        """The oldest pending piece, ``[structure, leaves, start]`` (its rows from ``start`` on are pending), or
+        None: for a caller that reads rows ahead of taking them (``interleave``'s woven rounds). The same list
+        stays at the front until rows are taken from it or another piece is put before it."""
+        return self._pieces[0] if self._pieces else None
+
+    def front_rows(self) -> int:
+        """Rows pending in the front piece (0 when empty)."""
+        if not self._pieces:
+            return 0
+        _, leaves, start = self._pieces[0]
+        return len(leaves[0]) - start
+
+    def drop_front(self, k: int) -> None:
+        """Take the next ``k`` rows, all of the front piece (``k`` <= what it has left), without slicing them:
+        the caller already holds them (read through ``front``)."""
+        self._consume(self._pieces[0], self._pieces[0][2] + k)
+
     def take_rows(self, k: int) -> list:
         """Up to ``k`` elements (rows), all from the oldest piece; ``[]`` when empty."""
         if not self._pieces:

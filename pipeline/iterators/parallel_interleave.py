@@ -4,7 +4,8 @@ in the slot order of the sequential version (``interleave.py``, which holds the 
 - Every slot -- the ``cycle`` current ones and up to ``cycle`` *future* ones (the next input elements,
   opened ahead so that a lazy refill waits neither for ``map_func`` nor for the first read) -- keeps
   ``READ_DEPTH`` (2) reads buffered (a read is ``READ_AHEAD`` = 256 elements, or fewer for large elements
-  so that it is about ``READ_BYTES`` = 256 KiB, never below ``block_length``): when its buffer runs below
+  so that it is about ``READ_BYTES`` = 256 KiB, never below ``block_length``; ``READ_ROWS`` = 1024 rows of a
+  generator read as columns under a batch): when its buffer runs below
   that, one read task (``inner.next_many(read)``) is queued for it. Two reads, not one: with one, a slot
   asked for its next read when the consumer was a few batches from needing it, and the consumer caught up
   with the readers and did the reads itself (a 4-file TFRecord read stage: ~20% slower). A slot never has
@@ -30,7 +31,8 @@ in the slot order of the sequential version (``interleave.py``, which holds the 
   slot model's, whatever the tuner does.
 - A *solo* start: when the previous iterator of the same ``Dataset`` (the last epoch) opened its slots
   quickly -- its quickest opening read (``map_func``, the open and the first read) under
-  ``SOLO_OPEN_SECONDS`` -- the consumer serves the first ``cycle`` reads' worth of elements (``cycle x read``:
+  ``SOLO_OPEN_SECONDS`` -- the consumer serves the first ``cycle`` reads' worth of elements (``cycle x read``,
+  a read counted at most ``READ_AHEAD``:
   P3's first four batches; after a restore too) alone, reading slots where the sequential iterator would,
   and the readers start at the call after. The first batch then waits for no thread start (``Thread.start``
   waits for the new thread to run: ~1 ms each on a busy machine) and shares the GIL with no reader reading
@@ -54,7 +56,7 @@ from ..options import effective_deterministic
 from ..engine import autotune
 from ..engine.pool import stage_threads
 from .base import finalizing
-from .interleave import Slot, SlotCycle
+from .interleave import READ_AHEAD, Slot, SlotCycle
 
 JOIN_TIMEOUT = 30
 AUTOTUNE_START = 2  # reader threads an AUTOTUNE interleave starts with (see the module doc)
@@ -291,7 +293,9 @@ class ParallelInterleaveIterator(SlotCycle):
     def _alone(self) -> bool:
         """Whether this call is served by the consumer alone: a solo start (see the module doc) whose
         ``cycle`` reads' worth of elements are not all delivered yet."""
-        return not self._threads and self._solo and self._served < self._cycle * self._read
+        # (reads of stacked rows are longer, ``interleave.READ_ROWS``: the solo start still lasts READ_AHEAD-sized
+        # reads, the first batches' worth; what comes after is no first batch)
+        return not self._threads and self._solo and self._served < self._cycle * min(self._read, READ_AHEAD)
 
     def _next_many(self, n):
         if self._closed:

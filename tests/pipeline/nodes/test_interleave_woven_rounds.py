@@ -1,0 +1,81 @@
+"""Interleaved generators under a batch: the slots' columns are read ``READ_ROWS`` rows at a time and every whole
+round their front pieces hold is woven at once, then handed out a batch at a time (``woven_rounds.py``). Batches,
+errors, state and resumes must be exactly those of the element-by-element path and of a weave per batch."""
+
+import numpy as np
+import pytest
+
+from jaxfeed.pipeline import AUTOTUNE, Dataset
+from jaxfeed.pipeline.iterators import generator as generator_module
+from jaxfeed.pipeline.iterators import interleave as interleave_module
+from jaxfeed.pipeline.iterators.generator import GeneratorIterator
+from jaxfeed.pipeline.testing import assert_resumes_everywhere
+
+from test_generator_columns import assert_same_runs, element_path, interleaved, p6_rows, p6_spec, run
+
+
+def files_of(rows, count):
+    return [p6_rows(rows, seed) for seed in range(count)]
+
+
+def test_reads_of_stacked_rows_take_read_rows_rows(monkeypatch):
+    asked = []
+    original = GeneratorIterator.next_rows
+    monkeypatch.setattr(GeneratorIterator, "next_rows", lambda self, n: asked.append(n) or original(self, n))
+    run(interleaved(p6_spec(), files_of(3000, 4), 4, 1, None, 256))
+    assert max(asked) == interleave_module.READ_ROWS > interleave_module.READ_AHEAD
+
+
+@pytest.mark.parametrize("npc", [None, 2, AUTOTUNE])
+def test_batches_of_one_weave_are_views_of_one_woven_block(npc):
+    # four batches of 256 rows come from each read of 1024 rows per slot: one weave, not four
+    got = run(interleaved(p6_spec(), files_of(2048, 4), 4, 1, npc, 256))
+    bases = [b["id"].base for b in got if b["id"].base is not None]  # (got keeps them alive: ids differ)
+    assert len(got) == 32 and len(bases) >= 32 - 4  # (the first batch of each group of files: slots open)
+    assert len({id(base) for base in bases}) <= len(bases) / 4
+    with element_path():
+        assert_same_runs(got, run(interleaved(p6_spec(), files_of(2048, 4), 4, 1, npc, 256)))
+
+
+@pytest.mark.parametrize("npc", [None, 2])
+@pytest.mark.parametrize("cycle,block,batch", [(4, 1, 256), (3, 1, 64), (3, 2, 50), (2, 3, 7)])
+def test_woven_blocks_give_the_element_paths_batches(npc, cycle, block, batch):
+    # batches that are not whole rounds send the rest of each batch the element way (which takes rows from a
+    # slot's front, under a woven block): the next weave starts afresh
+    files = files_of(1500, 5) + files_of(700, 2)
+    got = run(interleaved(p6_spec(), files, cycle, block, npc, batch))
+    with element_path():
+        assert_same_runs(got, run(interleaved(p6_spec(), files, cycle, block, npc, batch)))
+
+
+def test_a_woven_block_does_not_outlive_a_bad_value_read_after_it():
+    # slot 1's second read holds a value the column way refuses: it goes the element way, in its place
+    files = files_of(2500, 4)
+    files[1][1500]["label"] = 2**40
+    got = run(interleaved(p6_spec(), files, 4, 1, None, 256).ignore_errors())
+    with element_path():
+        assert_same_runs(got, run(interleaved(p6_spec(), files, 4, 1, None, 256).ignore_errors()))
+
+
+@pytest.mark.parametrize("npc", [None, 2])
+def test_interleaved_generators_resume_inside_woven_blocks(npc):
+    # a state saved while a woven block is half handed out: the slots still hold its rows, so the restored
+    # iterator gives them again in the same order
+    files = files_of(1100, 3)
+    make = lambda: interleaved(p6_spec(), files, 3, 1, npc, 96)  # noqa: E731
+    got = assert_resumes_everywhere(make, label="woven rounds")
+    with element_path():
+        assert_same_runs(got, run(make()))
+
+
+def test_woven_rows_stay_in_the_slots_until_handed_out():
+    it = iter(interleaved(p6_spec(), files_of(2048, 4), 4, 1, None, 256))
+    for _ in range(9):
+        next(it)
+    stage = it._it.input
+    woven = stage._woven
+    assert woven is not None and not woven.done()
+    held = [slot.held() for slot in stage._slots]
+    next(it)  # a batch from the woven block: 64 rows of each slot
+    assert [slot.held() for slot in stage._slots] == [h - 64 for h in held]
+    it.close()
