@@ -241,9 +241,9 @@ class SlotCycle(Iterator):
         if self._b or not rounds:
             return
         order = self._slots[self._c:] + self._slots[:self._c]
+        if None in order:  # (before any slot's rows become elements: a batch may yet take them as columns)
+            return
         for slot in order:
-            if slot is None:
-                return
             if slot.held() < rounds * B and not slot.ended and not slot.failures:
                 self._short(slot, rounds * B)
             slot.as_elements(rounds * B)
@@ -266,12 +266,39 @@ class SlotCycle(Iterator):
             del slot.buffer[:n]
             self._consumed(slot)
 
+    def _columns_ready(self, want: int) -> bool:
+        """(Lock held.) Whether the next ``want`` elements can go as woven columns: every slot of the cycle, from
+        the current one, holds columns only, a whole round's share of ``want`` each (after the reads the element
+        way's weave would make now), of one layout. A batch's element-way call (after the slots opened: the
+        first batch, a new group of files) then stops there and the batch takes the rest by ``next_rows``,
+        instead of the weave turning those rows into elements and the batch stacking them again."""
+        B = self._block_length
+        need = want // (B * self._cycle) * B
+        if not need:
+            return False
+        order = self._slots[self._c:] + self._slots[:self._c]
+        for slot in order:
+            if slot is None or slot.buffer:
+                return False
+            if slot.columns.rows < need and not slot.ended:
+                self._short(slot, need)
+            if slot.buffer or slot.columns.rows < need:
+                return False
+        template, layout = order[0].columns.head()
+        for slot in order[1:]:
+            other, other_layout = slot.columns.head()
+            if other_layout != layout or not structure.same_structure(other, template):
+                return False
+        return True
+
     def _next_many(self, n):
         out: list = []
         try:
             while len(out) < n:
                 if not self._b and n - len(out) >= self._block_length * self._cycle:
                     with self._lock:
+                        if out and self._stacked and self._columns_ready(n - len(out)):
+                            break  # a batch's call: it takes the rest as woven columns (``next_rows``)
                         self._weave(out, n - len(out))
                     if len(out) >= n:
                         break
@@ -312,7 +339,8 @@ class SlotCycle(Iterator):
                     self._b += k
                     if self._b == self._block_length:
                         self._advance()
-                        self._weave(out, n - len(out))
+                        if not self._stacked:  # (else the loop's top weaves, or leaves the rest to columns)
+                            self._weave(out, n - len(out))
                     self._consumed(slot)
         except Exception as e:  # noqa: BLE001 - an input error, delivered after the elements before it
             if not out:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from jaxfeed.pipeline import AUTOTUNE, Dataset
-from jaxfeed.pipeline.iterators import generator as generator_module
+from jaxfeed.pipeline.iterators import batch as batch_module
 from jaxfeed.pipeline.iterators import interleave as interleave_module
 from jaxfeed.pipeline.iterators.generator import GeneratorIterator
 from jaxfeed.pipeline.testing import assert_resumes_everywhere
@@ -79,3 +79,19 @@ def test_woven_rows_stay_in_the_slots_until_handed_out():
     next(it)  # a batch from the woven block: 64 rows of each slot
     assert [slot.held() for slot in stage._slots] == [h - 64 for h in held]
     it.close()
+
+
+@pytest.mark.parametrize("npc", [None, 2, AUTOTUNE])
+def test_a_batch_where_slots_open_takes_only_the_opening_elements_as_elements(monkeypatch, npc):
+    # the first batch and the first of each new group of files: the element way opens the slots (a few elements,
+    # one visit each) and stops once every slot holds columns enough; the batch weaves the rest as columns,
+    # instead of the element way turning a whole batch of rows into elements for the batch to stack again
+    stacked = []
+    original = batch_module.stack_fast
+    monkeypatch.setattr(batch_module, "stack_fast", lambda elements, what: stacked.append(len(elements)) or
+                        original(elements, what))
+    got = run(interleaved(p6_spec(), files_of(2048, 8), 4, 1, npc, 256))
+    assert len(got) == 64 and sum(stacked) <= 2 * 2 * 4  # two groups of files: each slot's first element, and
+    # the rest of a round the batch's size leaves over
+    with element_path():
+        assert_same_runs(got, run(interleaved(p6_spec(), files_of(2048, 8), 4, 1, npc, 256)))
