@@ -51,6 +51,10 @@ TARGET_TASK_SECONDS = 0.008  # per task: the consumer's cost per task (pickle th
 MAX_BLOCK = 1024
 DEPTH = 2  # tasks in flight per worker: one running, one queued behind it
 HERE_SECONDS = 0.002  # a block mapped on the consumer's thread while the workers start (start_in_background)
+YIELD_SECONDS = 0.0002  # ...and between two such blocks, a wait on the starting thread that lets it have the GIL:
+# a consumer mapping pure Python gives the GIL up only when the switch interval (5 ms) makes it, and starting
+# the workers takes the GIL back after each of its many system calls -- P5's starts took 100-300 ms that way,
+# as long as a whole epoch, which then ran on the consumer alone (10-50 ms with the waits)
 POLL_SECONDS = 0.5  # how often a waiting consumer re-checks that its workers live
 JOIN_SECONDS = 2.0
 STOP_SECONDS = 0.1
@@ -217,6 +221,10 @@ class _Starting:
     def started(self) -> bool:
         return not self.thread.is_alive()
 
+    def let_run(self, seconds: float) -> None:
+        """Wait up to ``seconds`` for the start (the caller gives up the GIL meanwhile)."""
+        self.thread.join(seconds)
+
     def take(self) -> _Pool:
         """The started pool (waiting for it); the start's error, if it failed."""
         self.thread.join()
@@ -305,6 +313,7 @@ class ProcessMapIterator(HandedOverByProbe, DeliveringIterator):
 
     def _map_here(self) -> bool:
         """Map the next block on this thread (the workers are still starting); False at the input's end."""
+        self._starting.let_run(YIELD_SECONDS)
         try:
             block = self.input.next_many(self._here_block)
         except Exception as e:  # noqa: BLE001 - an upstream error is delivered in its place

@@ -267,6 +267,45 @@ def test_the_consumer_maps_on_while_the_worker_processes_start(measured, monkeyp
     assert_elements_equal(got, [tokens(x) for x in range(5000)])
 
 
+def test_the_consumer_lets_the_starting_thread_have_the_gil_between_the_blocks_it_maps(measured, monkeypatch):
+    """A consumer mapping pure Python gives the GIL up only when the switch interval (5 ms) makes it, and the
+    start of the workers takes it back after each of its system calls: it took as long as P5's whole epoch,
+    which then ran on the consumer alone. Before each block it maps itself, the consumer waits a moment on
+    the starting thread (giving up the GIL)."""
+    from jaxfeed.pipeline.iterators import process_map
+
+    measured(HOLDS)
+    go = threading.Event()
+
+    class SlowToStart(process_map._Pool):
+        def __init__(self, *args):
+            assert go.wait(30)  # a hang guard only
+            super().__init__(*args)
+
+    waits, blocks = [], []
+    let_run, map_here = process_map._Starting.let_run, ProcessMapIterator._map_here
+
+    def waiting(self, seconds):
+        waits.append(seconds)
+        let_run(self, seconds)
+
+    def mapping(self):
+        done = map_here(self)
+        blocks.append(len(waits))  # waits so far, this block's included
+        return done
+
+    monkeypatch.setattr(process_map, "_Pool", SlowToStart)
+    monkeypatch.setattr(process_map._Starting, "let_run", waiting)
+    monkeypatch.setattr(ProcessMapIterator, "_map_here", mapping)
+    with iter(unfused(n=5000)) as it:
+        got = [next(it) for _ in range(300)]  # the probe's, then the consumer's own: no worker is up
+        go.set()
+        got += list(it)
+    assert blocks and len(waits) == len(blocks) and waits[0] == process_map.YIELD_SECONDS > 0
+    assert blocks == list(range(1, len(blocks) + 1))  # each block after a wait
+    assert_elements_equal(got, [tokens(x) for x in range(5000)])
+
+
 def test_an_iterator_closed_while_its_workers_start_leaves_no_process(measured):
     import psutil
 
