@@ -25,8 +25,8 @@ logged to the ``jaxfeed.determinism`` logger, and ``iterator.synchronous_reason`
 runs, the iterator also holds the last two steps it delivered and the thread drops older ones: a step the user
 has let go is freed there, not inside the next ``next`` (freeing its per-device buffers is not free). That
 thread reads a single pipeline's output ``prefetch`` itself (``prefetch_takeover.py``: one hand-off per step,
-not two), and hands steps over through a ``StepQueue`` (``step_queue.py``: a consumer that outruns it is woken
-once per full queue, not once per step). A dense step (every replica a full piece) is joined without the
+not two), reading ahead into that prefetch's buffer while its queue of steps (``step_queue.py``) is full. A
+dense step (every replica a full piece) is joined without the
 padding walk, and a step's numeric components go to the devices in one placement call.
 
 ``get_state()`` stops it and returns ``{"version": 1, "workers": [<DatasetIterator state>, ...], "buffered":
@@ -107,6 +107,7 @@ class DistributedIterator:
         self._drop_partial = feed.num_workers == 1 and dds._fully_static()
         self._paths = None
         self.took_over_prefetch = False  # the pipeline's output prefetch reads on this iterator's thread
+        self._read_ahead = None
         self.synchronous_reason = _synchronous_reason(dds._datasets)
         if self.synchronous_reason is not None:
             _det_logger.info("distributed iterator: steps are read on the consumer's thread, no prefetch thread "
@@ -255,20 +256,23 @@ class DistributedIterator:
                 item = ("end", None) if host is None else ("step", host)
                 if item[0] == "step" and self._dds._options.experimental_fetch_to_device:
                     item = ("step", host, self._to_device(host))
-                if not self._queue.put(item, self._stop, last=host is None):
+                if not self._queue.put(item, self._stop, while_full=self._read_ahead):
                     if host is not None:  # stopped while the queue was full: the host step is kept
                         self._buffered.append(host)
                     return
                 if host is None:
                     return
         except BaseException as e:  # noqa: BLE001 - delivered to the consumer at this step
-            if not self._queue.put(("error", e), self._stop, last=True):
+            if not self._queue.put(("error", e), self._stop):
                 self._buffered.append(("error", e))
 
     def _start(self):
         n = self._dds._options.experimental_per_replica_buffer_size
-        # this thread reads the pipeline: its own output prefetch would be a second hand-off per step
-        self.took_over_prefetch = prefetch_takeover.take_over(self._its)
+        # this thread reads the pipeline: its own output prefetch would be a second hand-off per step; while
+        # the steps' buffer is full, this thread reads ahead into that prefetch's buffer instead
+        taken = prefetch_takeover.take_over(self._its)
+        self.took_over_prefetch = taken is not None
+        self._read_ahead = None if taken is None else taken.read_ahead
         self._stop.clear()
         self._queue = StepQueue(n)
         self._thread = threading.Thread(target=self._producer, daemon=True, name="jaxfeed-distribute-prefetch")

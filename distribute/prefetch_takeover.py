@@ -7,9 +7,14 @@ hand-off is a fight for the GIL (measured on P7, 8 CPU devices, 2 cores: ~50 us 
 pipeline's thread alone). So when the distributed iterator starts its thread over a single pipeline whose
 output stage is a prefetch -- reached from the root through the stages distribution adds, which read their
 input synchronously -- that prefetch reads its input on the distributed iterator's thread from then on
-(``PrefetchIterator.serve_on_caller``): one producer thread, one hand-off per step. The run-ahead is the
-distributed iterator's buffer (``experimental_per_replica_buffer_size`` steps), as before; the pipeline's
-buffer is not filled any more. Values, order and the pipeline's state (its form included) are unchanged.
+(``PrefetchIterator.serve_on_caller``): one producer thread, one hand-off per step. The run-ahead is what it
+was: ``experimental_per_replica_buffer_size`` steps on the devices, and while those are ready the distributed
+iterator's thread reads ahead into the prefetch's buffer (``PrefetchIterator.read_ahead``, up to its capacity,
+AUTOTUNE growing it by the prefetch's own rule). When that read-ahead had filled the buffer and then could not
+keep it filled (the one thread has the input's work and the placement's on the same time slices: a training
+loop on a busy 2-core machine stalled 2-4x longer that way), the prefetch gets its own thread back for good:
+the steps still cross two thread boundaries then, as before. Values, order and the pipeline's state (its form
+included) are unchanged either way.
 
 Not taken over: several pipelines (``distribute_datasets_from_function`` per replica: each prefetch keeps
 overlapping its own pipeline with the others'), a prefetch whose thread already started
@@ -39,9 +44,10 @@ def output_prefetch(root):
     return it if isinstance(it, PrefetchIterator) else None
 
 
-def take_over(dataset_iterators) -> bool:
-    """Make the single pipeline's output prefetch (if any) read on its caller's thread; True if it does."""
+def take_over(dataset_iterators):
+    """Make the single pipeline's output prefetch (if any) read on its caller's thread; that
+    ``PrefetchIterator`` if it does, else None."""
     if len(dataset_iterators) != 1:
-        return False
+        return None
     prefetch = output_prefetch(dataset_iterators[0].root_iterator)
-    return prefetch is not None and prefetch.serve_on_caller()
+    return prefetch if prefetch is not None and prefetch.serve_on_caller() else None

@@ -1,28 +1,20 @@
 """``StepQueue``: the bounded hand-off between the distributed iterator's prefetch thread and its consumer.
 
-Each wake-up of a waiting thread costs far more than the bookkeeping around it: on a machine with few cores
-the woken thread preempts the one that woke it and both fight for the GIL (measured on P7, 8 CPU devices,
-2 cores: ~3 voluntary context switches per step with ``queue.Queue``). So the hand-off wakes as seldom as the
-bound allows:
+A ``queue.Queue`` with one addition: a producer that finds the queue full can do other work while it waits
+for room (``put(..., while_full=...)``). The distributed iterator's thread, which reads the pipeline's output
+prefetch itself (``prefetch_takeover.py``), reads ahead into that prefetch's buffer then, as the prefetch's own
+thread would have: the pipeline's run-ahead stays what it was, with one thread instead of two.
 
-- a consumer that finds the queue empty while the producer is the slower side (the queue has not been full
-  since the consumer last waited, except while it waited) waits until the queue is full (or the producer put
-  its last item: the end or an error), then takes the steps one by one without waiting: one wake-up per
-  ``capacity`` steps. The producer never waits meanwhile (the queue is not full), so the throughput is the
-  producer's, as with a wake-up per step;
-- a consumer that finds it empty after the producer had kept up (the queue filled while the consumer was
-  busy: a training loop, and the producer fell behind once) waits for one step only, so the wait is as short
-  as it can be;
-- a producer that finds the queue full waits until the consumer has taken a step; a consumer that keeps up
-  (the usual training loop) finds steps ready and never waits.
-
-A taken step is in the consumer's hands at once; ``drain`` (used when the iterator halts) takes what is left.
+(Waking the consumer once per full queue instead of once per step was measured too: half the context
+switches per step on P7, but the training-loop stall check got worse on the busy 2-core machine, so a
+consumer that finds the queue empty waits for one step, as before.)
 """
 
 from __future__ import annotations
 
 import collections
 import threading
+from typing import Callable
 
 
 class StepQueue:
@@ -30,42 +22,40 @@ class StepQueue:
         self.capacity = max(1, int(capacity))
         self._items: collections.deque = collections.deque()
         self._cond = threading.Condition(threading.Lock())
-        self._consumer_wants = 0  # items the waiting consumer waits for (0: not waiting)
+        self._consumer_waiting = False
         self._producer_waiting = False
-        self._last_put = False  # the producer put its last item (the end or an error)
-        # the queue was full while the consumer was not waiting, since it last waited: the producer keeps up
-        self._kept_up = True
 
-    def put(self, item, stop: threading.Event, last: bool = False) -> bool:
-        """Append ``item`` once there is room; False (nothing put) when ``stop`` is set first. ``last``: no
-        item follows (the end, an error): a waiting consumer is woken whatever it waits for."""
-        with self._cond:
-            while len(self._items) >= self.capacity:
+    def put(self, item, stop: threading.Event, while_full: Callable[[], bool] | None = None) -> bool:
+        """Append ``item`` once there is room; False (nothing put) when ``stop`` is set first. While the queue
+        is full, ``while_full()`` is called (without the queue's lock) as long as it says it did something;
+        then the producer waits."""
+        while True:
+            with self._cond:
+                if len(self._items) < self.capacity:
+                    self._items.append(item)
+                    if self._consumer_waiting:
+                        self._cond.notify()
+                    return True
                 if stop.is_set():
                     return False
-                self._producer_waiting = True
-                self._cond.wait(0.05)  # (stop is set without a notify: look again now and then)
-                self._producer_waiting = False
-            self._items.append(item)
-            self._last_put = self._last_put or last
-            if len(self._items) >= self.capacity and not self._consumer_wants:
-                self._kept_up = True
-            if self._consumer_wants and (len(self._items) >= self._consumer_wants or self._last_put):
-                self._cond.notify()
-        return True
+                if while_full is None:
+                    self._producer_waiting = True
+                    self._cond.wait(0.05)  # (stop is set without a notify: look again now and then)
+                    self._producer_waiting = False
+                    continue
+            if not while_full():
+                while_full = None  # nothing more to do: wait
 
     def get(self):
-        """The oldest item; when there is none, wait for one (the producer kept up) or until the queue is full
-        (it did not), or until the last item is in."""
+        """The oldest item, waiting for one if there is none."""
         with self._cond:
             if not self._items:
-                self._consumer_wants = 1 if self._kept_up else self.capacity
-                self._kept_up = False
+                self._consumer_waiting = True
                 try:
-                    while not self._last_put and len(self._items) < self._consumer_wants:
+                    while not self._items:
                         self._cond.wait()
                 finally:
-                    self._consumer_wants = 0
+                    self._consumer_waiting = False
             item = self._items.popleft()
             if self._producer_waiting:
                 self._cond.notify()

@@ -1,7 +1,7 @@
 """One thread hand-off per step (issue 19, "Feed to devices"): the distributed iterator's prefetch thread reads
-a pipeline that ends in ``prefetch`` itself (the pipeline's prefetch starts no thread of its own), and its
-queue wakes the consumer once per full queue while the producer is the slower side -- with the same steps,
-states and ends as before."""
+a pipeline that ends in ``prefetch`` itself (the pipeline's prefetch starts no thread of its own) and reads
+ahead into that prefetch's buffer while its own queue of steps is full -- with the same steps, states and
+ends as before."""
 
 import threading
 import time
@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from jaxfeed import distribute as jd
+from jaxfeed.distribute import prefetch_takeover
 from jaxfeed.distribute.step_queue import StepQueue
 from jaxfeed.pipeline import AUTOTUNE, Dataset, Options
 
@@ -43,7 +44,9 @@ def wait_until(condition):
 # ---------------------------------------------------------------------------------------------- take-over
 def test_the_pipelines_output_prefetch_starts_no_thread_under_the_distributed_prefetch(s4):
     before = len(pipeline_threads())
-    it = iter(s4.experimental_distribute_dataset(ported()))
+    # a queue of steps that never fills here: no read-ahead, so the prefetch never gets its thread back (it
+    # does when the read-ahead fills its buffer and then falls behind: see the prefetch hook's tests below)
+    it = iter(s4.experimental_distribute_dataset(ported(), jd.InputOptions(experimental_per_replica_buffer_size=64)))
     for _ in range(5):
         next(it)
     assert it.took_over_prefetch
@@ -86,6 +89,22 @@ def test_a_taken_over_iterator_saves_and_resumes_mid_epoch(s4):
     assert head + steps_of(again) == expected
 
 
+def test_while_the_steps_are_ready_the_distributed_thread_reads_ahead_into_the_pipelines_prefetch(s4):
+    # the pipeline's run-ahead stays: its prefetch's buffer fills (up to its capacity) on the distributed
+    # iterator's thread, and a state saved then resumes exactly
+    expected = steps_of(iter(s4.experimental_distribute_dataset(ported())))
+    it = iter(s4.experimental_distribute_dataset(ported()))
+    head = [np.asarray(next(it).arrays).tolist()]
+    prefetch = prefetch_takeover.output_prefetch(it._its[0].root_iterator)
+    wait_until(lambda: len(prefetch._buf) >= prefetch.capacity)
+    assert it.took_over_prefetch
+    state = it.get_state()
+    assert len(state["workers"][0]["root"]["input"]["input"]["buffer"]) >= 2  # AUTOTUNE's first capacity
+    resumed = iter(s4.experimental_distribute_dataset(ported()))
+    resumed.set_state(state)
+    assert head + steps_of(resumed) == expected
+
+
 def test_no_take_over_without_the_distributed_prefetch_thread(s4):
     it = iter(s4.experimental_distribute_dataset(
         ported(), jd.InputOptions(experimental_per_replica_buffer_size=0)))
@@ -126,66 +145,22 @@ def test_a_prefetch_below_another_stage_is_not_taken_over(s4):
 
 
 # ---------------------------------------------------------------------------------------------- StepQueue
-class Consumer:
-    """``StepQueue.get`` on a thread of its own, one call per ``take``."""
-
-    def __init__(self, q):
-        self.q, self.got = q, []
-
-    def take(self):
-        self.thread = threading.Thread(target=lambda: self.got.append(self.q.get()))
-        self.thread.start()
-        return self
-
-    def wants(self, n):
-        wait_until(lambda: self.q._consumer_wants == n)
-
-    def result(self):
-        self.thread.join(30)
-        assert not self.thread.is_alive()
-        return self.got[-1]
-
-
-def test_a_consumer_that_outruns_the_producer_waits_for_a_full_queue():
-    q, stop = StepQueue(3), threading.Event()
-    c = Consumer(q).take()
-    c.wants(1)  # the first wait: one step (nothing is known of the producer yet)
+def test_a_producer_reads_ahead_while_the_queue_is_full_then_waits_for_room():
+    q, stop = StepQueue(1), threading.Event()
     q.put("a", stop)
-    assert c.result() == "a"
-    c.take()
-    c.wants(3)  # it waited before and the queue was never full since: one wake-up per full queue
-    q.put("b", stop)
-    q.put("c", stop)
-    assert c.thread.is_alive() and q._consumer_wants == 3
-    q.put("d", stop)
-    assert c.result() == "b"
-    assert [q.get(), q.get()] == ["c", "d"]  # taken without waiting
+    budget, done = [3], []
 
+    def read_one():  # work while waiting: three times, then nothing left to do
+        budget[0] -= 1
+        return budget[0] >= 0
 
-def test_a_consumer_waits_for_one_step_after_the_producer_kept_up():
-    q, stop = StepQueue(2), threading.Event()
-    c = Consumer(q).take()
-    c.wants(1)
-    q.put("a", stop)
-    assert c.result() == "a"
-    q.put("b", stop)
-    q.put("c", stop)  # full while the consumer was busy: the producer keeps up
-    assert [q.get(), q.get()] == ["b", "c"]
-    c.take()
-    c.wants(1)  # it fell behind once: the wait is as short as it can be
-    q.put("d", stop)
-    assert c.result() == "d"
-
-
-def test_the_last_item_wakes_a_consumer_waiting_for_more():
-    q, stop = StepQueue(4), threading.Event()
-    q._kept_up = False  # as after a wait that the producer did not keep up with
-    c = Consumer(q).take()
-    c.wants(4)
-    q.put("step", stop)
-    q.put("end", stop, last=True)
-    assert c.result() == "step"
-    assert q.get() == "end"
+    producer = threading.Thread(target=lambda: done.append(q.put("b", stop, while_full=read_one)))
+    producer.start()
+    wait_until(lambda: q._producer_waiting)
+    assert budget == [-1]  # called until it had nothing to do, then the producer waited
+    assert q.get() == "a"
+    producer.join(30)
+    assert done == [True] and q.drain() == ["b"]
 
 
 def test_a_producer_stopped_while_the_queue_is_full_puts_nothing():
@@ -193,16 +168,56 @@ def test_a_producer_stopped_while_the_queue_is_full_puts_nothing():
     assert q.put("a", stop)
     stop.set()
     assert not q.put("b", stop)
+    assert not q.put("b", stop, while_full=lambda: True)  # stop is looked at before any more work
     assert q.drain() == ["a"] and q.empty()
 
 
-def test_a_producer_waiting_for_room_goes_on_when_a_step_is_taken():
-    q, stop = StepQueue(1), threading.Event()
+def test_a_consumer_waits_for_the_next_item():
+    q, stop = StepQueue(2), threading.Event()
+    got = []
+    consumer = threading.Thread(target=lambda: got.append(q.get()))
+    consumer.start()
+    wait_until(lambda: q._consumer_waiting)
     q.put("a", stop)
-    done = []
-    producer = threading.Thread(target=lambda: done.append(q.put("b", stop)))
-    producer.start()
-    wait_until(lambda: q._producer_waiting)
-    assert q.get() == "a"
-    producer.join(30)
-    assert done == [True] and q.drain() == ["b"]
+    consumer.join(30)
+    assert got == ["a"] and q.empty()
+
+
+# ---------------------------------------------------------------------------------------------- the prefetch hook
+def caller_served(n=20, buffer=2):
+    it = iter(Dataset.range(n).prefetch(buffer))
+    prefetch = it.root_iterator
+    assert prefetch.serve_on_caller()
+    return it, prefetch
+
+
+def test_a_prefetch_served_on_its_caller_reads_ahead_only_up_to_its_capacity():
+    it, prefetch = caller_served()
+    assert int(next(it)) == 0
+    assert prefetch.read_ahead() and prefetch.read_ahead()
+    assert not prefetch.read_ahead()  # full
+    assert [int(next(it)) for _ in range(2)] == [1, 2]
+    assert not isinstance(prefetch._thread, threading.Thread)  # all of it on the caller's thread
+
+
+def test_a_caller_whose_read_ahead_fell_behind_gives_the_prefetch_its_thread_back():
+    it, prefetch = caller_served()
+    assert int(next(it)) == 0
+    prefetch.read_ahead(), prefetch.read_ahead()  # the buffer filled ...
+    assert [int(next(it)) for _ in range(2)] == [1, 2]
+    assert not isinstance(prefetch._thread, threading.Thread)
+    assert int(next(it)) == 3  # ... and was found empty: the prefetch's own thread reads from now on
+    assert isinstance(prefetch._thread, threading.Thread)
+    assert not prefetch.read_ahead()
+    assert [int(x) for x in it] == list(range(4, 20))
+
+
+def test_a_prefetch_served_on_its_caller_keeps_its_state_form_and_resumes_exactly():
+    it, prefetch = caller_served()
+    next(it)
+    prefetch.read_ahead()
+    state = it.get_state()
+    assert [int(x) for x in state["root"]["buffer"]] == [1]
+    again = iter(Dataset.range(20).prefetch(2))
+    again.set_state(state)
+    assert [int(x) for x in again] == list(range(1, 20))
