@@ -284,12 +284,20 @@ class SlotCycle(Iterator):
                 self._short(slot, need)
             if slot.buffer or slot.columns.rows < need:
                 return False
-        template, layout = order[0].columns.head()
-        for slot in order[1:]:
-            other, other_layout = slot.columns.head()
-            if other_layout != layout or not structure.same_structure(other, template):
-                return False
-        return True
+        return self._agreeing_heads(order) is not None
+
+    def _agreeing_heads(self, order):
+        """The structure and layout (``RowQueue.head``) the slots' front pieces share, or None when they differ
+        (inner datasets of different structures or dtypes: the element way)."""
+        heads = [slot.columns.head() for slot in order]
+        template, layout = heads[0]
+        templates = [h[0] for h in heads]
+        if not (len(templates) == len(self._agreed) and all(map(operator.is_, templates, self._agreed))):
+            for other, other_layout in heads[1:]:
+                if other_layout != layout or not structure.same_structure(other, template):
+                    return None
+            self._agreed = templates  # these pieces agree: the next checks of them need not look again
+        return template, layout
 
     def _next_many(self, n):
         out: list = []
@@ -408,14 +416,10 @@ class SlotCycle(Iterator):
             rounds = min(rounds, slot.columns.rows // B)
             if not rounds:
                 return None, -1
-        heads = [slot.columns.head() for slot in order]
-        template, layout = heads[0]
-        templates = [h[0] for h in heads]
-        if not (len(templates) == len(self._agreed) and all(map(operator.is_, templates, self._agreed))):
-            for other, other_layout in heads[1:]:
-                if other_layout != layout or not structure.same_structure(other, template):
-                    return None, -1  # inner datasets of different structures or dtypes: the element way
-            self._agreed = templates  # these pieces agree: the next weaves from them need not check again
+        agreed = self._agreeing_heads(order)
+        if agreed is None:
+            return None, -1  # inner datasets of different structures or dtypes: the element way
+        template, layout = agreed
         ahead = min(slot.columns.front_rows() for slot in order) // B  # whole rounds of the front pieces
         if ahead > rounds:  # the front pieces hold more whole rounds than asked: weave them all now
             woven = WovenRounds(self._c, order, B, template, layout, ahead)
