@@ -17,6 +17,13 @@ I/O in C) reaches 2; one that waits (sleep, network) stays near 0. The probe's r
 results: every element is mapped once, in order, and delivered first, whichever executor then runs the
 rest (its input continues after the probe's elements).
 
+An element's trip to a worker and back is judged by what it costs on this machine: a fixed part, the pickling
+of a sample of elements and results (``transfer_seconds``), and their bytes written into fresh memory
+(``moved_bytes`` x ``fresh_byte_seconds``, measured once per process): a task's block is pickled into a new
+buffer and its results stacked into a new array, and a first write to a page costs a page fault, which on
+this loaded virtual machine made P4's 12 KB images (48 KB results) cost ~100 us a trip where pickling them
+in cache took 10-25.
+
 The cores the pipeline's other threads keep busy (measured in the warm-up and the probe; at least
 ``UPSTREAM_CORES`` when a parallel stage upstream runs on threads) are not the workers' to use: the gain
 processes promise is judged on the cores left.
@@ -36,10 +43,13 @@ attributes of the iterator, which tests replace, so no test depends on the machi
 
 from __future__ import annotations
 
+import mmap
 import pickle
 import threading
 import time
 from dataclasses import dataclass
+
+import numpy as np
 
 from . import autotune
 
@@ -55,6 +65,7 @@ TRIP_SECONDS = 2e-6  # CPU an element's trip to a worker process and back costs 
 # ~1 us in the worker; measured with psutil on 2 cores): processes only pay for calls well above it
 TRANSFER_FACTOR = 2  # ...plus this many times the measured pickling both ways (big elements are copied
 # through the pipe or the slab as well as pickled)
+FRESH_SAMPLE = 1 << 18  # bytes written into fresh memory to time it (64 pages of 4 KiB: ~0.3 ms at 1 ns a byte)
 MIN_GAIN = 1.1  # the speed-up processes must promise over one core: (calls x CPUs) / (calls + trips), the
 # calls timed on one thread (the warm-up): an 8 us tokeniser promises 1.13-1.21x on 2 CPUs and ran 1.17x
 # faster in processes than on threads; P3's 3-4 us parse promises 0.5-0.85x and stays on threads
@@ -94,6 +105,8 @@ class Measurement:
     # machine is busy -- a loaded machine lowers both measures alike, so their ratio is what is judged)
     others: float = 0.0  # CPU seconds the process's other threads used during the probe (its readers...)
     warm_own: float = 0.0  # cores the process's other threads kept busy during the warm-up
+    moved_bytes: float = 0.0  # bytes of an element and of its result (``moved_bytes``): written into fresh
+    byte_seconds: float = 0.0  # memory on their trip, at this many CPU seconds a byte (``fresh_byte_seconds``)
 
     @property
     def cores(self) -> float:
@@ -110,6 +123,11 @@ class Measurement:
     def per_call(self) -> float:
         """CPU seconds per call (time waiting for the GIL is not CPU time)."""
         return self.cpu / self.calls if self.calls else 0.0
+
+    @property
+    def trip(self) -> float:
+        """CPU seconds an element's trip to a worker and back costs beyond its call (``trip_seconds``)."""
+        return trip_seconds(self.transfer, self.moved_bytes, self.byte_seconds)
 
     @property
     def own(self) -> float:
@@ -141,7 +159,7 @@ def decide(m: Measurement, cpus: int, remaining: int | None = None) -> Decision:
     ratio = f"cpu/wall {m.cores:.2f} on {m.threads} threads, {m.solo:.2f} on 1"
     if m.scaling >= GIL_CORES:
         return Decision("thread", f"function releases the GIL: {ratio}")
-    trip = TRIP_SECONDS + TRANSFER_FACTOR * m.transfer
+    trip = m.trip
     # a call's cost: the least CPU per call seen, the warm-up's (one thread) or the probe's. Contention only
     # ever adds CPU: on two threads a function that holds the GIL burns CPU handing the GIL over, and cold
     # caches or the pipeline's own threads made P3's 3 us parse cost 20-30 us a call in some warm-ups
@@ -150,8 +168,8 @@ def decide(m: Measurement, cpus: int, remaining: int | None = None) -> Decision:
     gain = per_call * max(0.0, cpus - own) / (per_call + trip)
     if gain < MIN_GAIN:
         return Decision("thread", f"too cheap to hand to processes: {_us(per_call)} per call, "
-                                  f"~{_us(trip)} to move an element there and back ({gain:.2f}x on {cpus} "
-                                  f"CPUs at best{_less(own)})")
+                                  f"~{_us(trip)} to move an element there and back{_bytes(m.moved_bytes)} "
+                                  f"({gain:.2f}x on {cpus} CPUs at best{_less(own)})")
     if m.scaling < DISTURBED:  # (judged after the gain: a call too cheap for processes needs no new probe)
         if own >= OWN_CORES:
             return Decision("thread", f"probe disturbed (two threads got less CPU than one: {ratio}) by this "
@@ -177,26 +195,41 @@ NO_HOPE_GAIN = 1.0  # (cannot_pay) below this, processes would not even match on
 # (between it and MIN_GAIN the probe still runs: it also finds functions that release the GIL or wait).
 
 
-def cannot_pay(per_call: float, transfer: float, cpus: int, own: float = 0.0) -> Decision | None:
+def cannot_pay(per_call: float, transfer: float, cpus: int, own: float = 0.0, moved_bytes: float = 0.0,
+               byte_seconds: float = 0.0) -> Decision | None:
     """The decision after the warm-up alone when processes cannot pay even for a function that holds the GIL
     all the time: ``cpus`` workers at ``per_call`` (the warm-up's CPU seconds per call) each against an
     element's trip there and back, less the ``own`` cores the pipeline's other threads kept busy meanwhile
     (P3's interleave readers: the workers would share the cores with them). No two-thread probe then: it
     would only delay the first batch (the probe's elements wait for the input one chunk after another,
-    where threads would overlap them)."""
+    where threads would overlap them). ``transfer``, ``moved_bytes``, ``byte_seconds``: see ``trip_seconds``."""
     if cpus < 2:
         return Decision("thread", f"{cpus} CPU in the budget: processes cannot run side by side")
-    trip = TRIP_SECONDS + TRANSFER_FACTOR * transfer
+    trip = trip_seconds(transfer, moved_bytes, byte_seconds)
     gain = per_call * max(0.0, cpus - own) / (per_call + trip)
     if gain < NO_HOPE_GAIN:
         return Decision("thread", f"too cheap to hand to processes: {_us(per_call)} per call, "
-                                  f"~{_us(trip)} to move an element there and back ({gain:.2f}x on {cpus} "
-                                  f"CPUs at best{_less(own)})")
+                                  f"~{_us(trip)} to move an element there and back{_bytes(moved_bytes)} "
+                                  f"({gain:.2f}x on {cpus} CPUs at best{_less(own)})")
     return None
+
+
+def trip_seconds(transfer: float, moved_bytes: float = 0.0, byte_seconds: float = 0.0) -> float:
+    """CPU seconds an element's trip to a worker and back costs beyond its call, consumer and worker
+    together: a fixed part (``TRIP_SECONDS``), ``TRANSFER_FACTOR`` times its measured pickling both ways
+    (``transfer``), and its ``moved_bytes`` (element and result) written once into fresh memory at
+    ``byte_seconds`` a byte -- the consumer pickles a task's block into a new buffer, the worker stacks its
+    results into a new array, each page of them faulted in on its first write (the slab and the pipe are
+    reused: warm)."""
+    return TRIP_SECONDS + TRANSFER_FACTOR * transfer + moved_bytes * byte_seconds
 
 
 def _us(seconds: float) -> str:
     return f"{seconds * 1e6:.2f} us"
+
+
+def _bytes(moved: float) -> str:
+    return f" ({moved / 1024:.1f} KiB of element and result)" if moved >= 1024 else ""
 
 
 def _less(own: float) -> str:
@@ -332,6 +365,53 @@ def _round_trip(inputs: list, outputs: list, clock) -> float:
             return float("inf")
         best = min(best, clock() - t0)
     return best
+
+
+def moved_bytes(elements: list, results: list) -> float:
+    """Bytes of an element and of its result, on average over ``elements`` and ``results``: the buffers in
+    them (numpy arrays, bytes, str), which travel to a worker and back as bytes (an int or a float is a few
+    bytes of pickle: ``transfer_seconds`` has it)."""
+    from .. import structure
+    from .blocks import Failure
+
+    def size(values):
+        total = 0
+        for value in values:
+            if type(value) is Failure:
+                continue
+            for leaf in structure.flatten(value):
+                if isinstance(leaf, (bytes, bytearray, str)):
+                    total += len(leaf)
+                elif type(leaf) is np.ndarray and leaf.dtype != object:
+                    total += leaf.nbytes
+        return total
+
+    return size(elements) / len(elements) + size(results) / len(results) if elements and results else 0.0
+
+
+_fresh_byte_seconds: float | None = None  # measured once per process (``fresh_byte_seconds``)
+
+
+def fresh_byte_seconds() -> float:
+    """CPU seconds a byte costs written into fresh memory (a page fault per page, the kernel zeroing it, the
+    copy), measured on this machine the first time it is asked, once per process."""
+    global _fresh_byte_seconds
+    if _fresh_byte_seconds is None:
+        _fresh_byte_seconds = time_fresh_writes(FRESH_SAMPLE)
+    return _fresh_byte_seconds
+
+
+def time_fresh_writes(size: int, clock=time.thread_time, tries: int = 3) -> float:
+    """The least CPU seconds per byte of ``tries`` copies of ``size`` warm bytes into newly mapped memory.
+    CPU time: being descheduled adds only wall time; a page fault is the faulting thread's (system) CPU."""
+    source = bytearray(b"\x01") * size  # written once: warm
+    best = float("inf")
+    for _ in range(tries):
+        with mmap.mmap(-1, size) as fresh:
+            t0 = clock()
+            fresh[:] = source
+            best = min(best, clock() - t0)
+    return max(0.0, best) / size
 
 
 # ------------------------------------------------------------------------------------------ remembered

@@ -52,6 +52,7 @@ class _Chooser(Iterator):
     cpu_clock = staticmethod(time.thread_time)
     process_clock = staticmethod(time.process_time)  # all threads' CPU: the pipeline's others' in the warm-up
     probe = staticmethod(executor_choice.probe)
+    byte_seconds = staticmethod(executor_choice.fresh_byte_seconds)  # a byte's cost written into fresh memory
 
     def __init__(self, node, ctx, map_node):
         super().__init__(node, ctx)
@@ -150,9 +151,12 @@ class _Chooser(Iterator):
             own = max(own, executor_choice.UPSTREAM_CORES)
         cpus = self.ctx.cpu_count
         # (the trip is timed only when it can matter: P3's parse cannot pay even for a free one)
-        quick = (executor_choice.too_cheap(per_call) or executor_choice.cannot_pay(per_call, 0.0, cpus, own)
-                 or executor_choice.cannot_pay(per_call, executor_choice.transfer_seconds(block, mapped), cpus,
-                                               own))
+        quick = executor_choice.too_cheap(per_call) or executor_choice.cannot_pay(per_call, 0.0, cpus, own)
+        if quick is not None:
+            return results, position, quick, False
+        moved, byte_seconds = executor_choice.moved_bytes(block, mapped), self.byte_seconds()
+        quick = executor_choice.cannot_pay(per_call, executor_choice.transfer_seconds(block, mapped), cpus, own,
+                                           moved, byte_seconds)
         if quick is not None:
             return results, position, quick, False
         for _ in range(executor_choice.MAX_PROBES):
@@ -162,7 +166,8 @@ class _Chooser(Iterator):
             measured = None
             if len(block) >= 2:
                 mapped, measured = self.probe(self._run_block, block, position, solo, self.clock, self.cpu_clock)
-                measured = dataclasses.replace(measured, solo_per_call=per_call, warm_own=own)
+                measured = dataclasses.replace(measured, solo_per_call=per_call, warm_own=own,
+                                               moved_bytes=moved, byte_seconds=byte_seconds)
             else:
                 mapped = self._run(block, position)
             results += mapped

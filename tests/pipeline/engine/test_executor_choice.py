@@ -143,6 +143,7 @@ def measured(monkeypatch):
     monkeypatch.setattr(chosen_map._Chooser, "clock", staticmethod(FakeClock()))
     monkeypatch.setattr(chosen_map._Chooser, "cpu_clock", staticmethod(FakeClock()))
     monkeypatch.setattr(chosen_map._Chooser, "process_clock", staticmethod(lambda: 0.0))  # no other threads
+    monkeypatch.setattr(chosen_map._Chooser, "byte_seconds", staticmethod(lambda: 0.0))  # bytes cost no page faults
 
     def use(m):
         fake = FakeProbe(m)
