@@ -16,6 +16,15 @@ loop on a busy 2-core machine stalled 2-4x longer that way), the prefetch gets i
 the steps still cross two thread boundaries then, as before. Values, order and the pipeline's state (its form
 included) are unchanged either way.
 
+Measured (same process alternating, 2 cores shared with other work; ``python -m jaxfeed.bench --only P7`` at
+load ~3 gave 1.02x the hand loop, stall 1.3% / 1.8%): P7's drain loop, CPU per step with one thread for good
+299 us, with the give-back 304, the old way's two threads 361, hand loop 282 (the give-back fires in most
+epochs of the drain loop: the read-ahead fills during a transient, then the faster consumer empties it). Without
+the give-back the stall check got 2-4x worse under heavy load (5.5% vs 1.7% at batch 4096, 4.5% vs 1.8% at 256,
+load 5; level at load 3), likely the CPU share: one producer thread against the step's XLA threads and other
+processes gets less than two did. A signal that tells the two loops apart without a clock was not found (the
+read-ahead falls behind at about the same rate per step in both).
+
 Not taken over: several pipelines (``distribute_datasets_from_function`` per replica: each prefetch keeps
 overlapping its own pipeline with the others'), a prefetch whose thread already started
 (``Options.experimental_warm_start``), or any other stage between the root and the prefetch. Without a
