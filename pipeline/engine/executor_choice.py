@@ -18,11 +18,11 @@ results: every element is mapped once, in order, and delivered first, whichever 
 rest (its input continues after the probe's elements).
 
 An element's trip to a worker and back is judged by what it costs on this machine: a fixed part, the pickling
-of a sample of elements and results (``transfer_seconds``), and their bytes written into fresh memory
-(``moved_bytes`` x ``fresh_byte_seconds``, measured once per process): a task's block is pickled into a new
-buffer and its results stacked into a new array, and a first write to a page costs a page fault, which on
-this loaded virtual machine made P4's 12 KB images (48 KB results) cost ~100 us a trip where pickling them
-in cache took 10-25.
+of a sample of elements and results (``transfer_seconds``), and their bytes written into fresh memory, once
+in this process and once in the worker (``moved_bytes`` x ``FRESH_WRITES`` x ``fresh_byte_seconds``, the last
+measured once per process): a first write to a page costs a page fault. On this loaded virtual machine
+(~0.8-1 ns a byte) P4's 12 KB images and 48 KB results cost the consumer alone 75-90 us of CPU a trip, where
+pickling them in cache took 10-25.
 
 The cores the pipeline's other threads keep busy (measured in the warm-up and the probe; at least
 ``UPSTREAM_CORES`` when a parallel stage upstream runs on threads) are not the workers' to use: the gain
@@ -65,6 +65,9 @@ TRIP_SECONDS = 2e-6  # CPU an element's trip to a worker process and back costs 
 # ~1 us in the worker; measured with psutil on 2 cores): processes only pay for calls well above it
 TRANSFER_FACTOR = 2  # ...plus this many times the measured pickling both ways (big elements are copied
 # through the pipe or the slab as well as pickled)
+FRESH_WRITES = 2  # times each byte of an element and of its result is written into fresh memory on its trip:
+# once here (the task's block pickled into a new buffer; the results copied out of the slab into a new one)
+# and once in the worker (the task received into a new buffer; the results stacked into a new array)
 FRESH_SAMPLE = 1 << 18  # bytes written into fresh memory to time it (64 pages of 4 KiB: ~0.3 ms at 1 ns a byte)
 MIN_GAIN = 1.1  # the speed-up processes must promise over one core: (calls x CPUs) / (calls + trips), the
 # calls timed on one thread (the warm-up): an 8 us tokeniser promises 1.13-1.21x on 2 CPUs and ran 1.17x
@@ -106,7 +109,7 @@ class Measurement:
     others: float = 0.0  # CPU seconds the process's other threads used during the probe (its readers...)
     warm_own: float = 0.0  # cores the process's other threads kept busy during the warm-up
     moved_bytes: float = 0.0  # bytes of an element and of its result (``moved_bytes``): written into fresh
-    byte_seconds: float = 0.0  # memory on their trip, at this many CPU seconds a byte (``fresh_byte_seconds``)
+    byte_seconds: float = 0.0  # memory on their trip (``trip_seconds``), this many CPU seconds a byte
 
     @property
     def cores(self) -> float:
@@ -217,11 +220,9 @@ def cannot_pay(per_call: float, transfer: float, cpus: int, own: float = 0.0, mo
 def trip_seconds(transfer: float, moved_bytes: float = 0.0, byte_seconds: float = 0.0) -> float:
     """CPU seconds an element's trip to a worker and back costs beyond its call, consumer and worker
     together: a fixed part (``TRIP_SECONDS``), ``TRANSFER_FACTOR`` times its measured pickling both ways
-    (``transfer``), and its ``moved_bytes`` (element and result) written once into fresh memory at
-    ``byte_seconds`` a byte -- the consumer pickles a task's block into a new buffer, the worker stacks its
-    results into a new array, each page of them faulted in on its first write (the slab and the pipe are
-    reused: warm)."""
-    return TRIP_SECONDS + TRANSFER_FACTOR * transfer + moved_bytes * byte_seconds
+    (``transfer``), and its ``moved_bytes`` (element and result) written ``FRESH_WRITES`` times into fresh
+    memory at ``byte_seconds`` a byte, each page faulted in on its first write (the slab is reused: warm)."""
+    return TRIP_SECONDS + TRANSFER_FACTOR * transfer + FRESH_WRITES * moved_bytes * byte_seconds
 
 
 def _us(seconds: float) -> str:

@@ -1,5 +1,5 @@
 """An element's trip to a worker process costs its bytes: the process map writes an element and its result
-into fresh memory (the task's pickled block, the worker's stacked results), a page fault per page. The
+into fresh memory here and in the worker (``executor_choice.FRESH_WRITES``), a page fault per page. The
 choice counts them at a cost per byte measured once per process, so big elements whose call is cheap
 (P4's 12 KB images, 48 KB results) stay on threads where small ones of the same cost go to processes.
 Fake clocks and a faked cost per byte: no test depends on the machine's speed."""
@@ -26,21 +26,21 @@ KIB = 1024
 
 def test_the_rule_counts_an_elements_bytes_at_the_cost_of_a_byte():
     """50 us calls, 10 us of pickling both ways: small elements promise 2 x 50 / (50 + 22) = 1.39x; with
-    60 KiB written into fresh memory at 1 ns a byte the trip is 83 us: 0.75x."""
+    60 KiB written twice into fresh memory at 1 ns a byte the trip is 145 us: 0.51x."""
     small = dataclasses.replace(gil_bound(per_call=50e-6, transfer=10e-6), moved_bytes=300, byte_seconds=NS)
     big = dataclasses.replace(small, moved_bytes=60 * KIB)
     assert decide(small, cpus=2).executor == "process"
     d = decide(big, cpus=2)
     assert d.executor == "thread" and d.reason.startswith("too cheap to hand to processes: 50.00 us per call")
     assert "(60.0 KiB of element and result)" in d.reason
-    assert big.trip == pytest.approx(executor_choice.TRIP_SECONDS + 2 * 10e-6 + 60 * KIB * NS)
+    assert big.trip == pytest.approx(executor_choice.TRIP_SECONDS + 2 * 10e-6 + 2 * 60 * KIB * NS)
     assert decide(dataclasses.replace(big, byte_seconds=0.0), cpus=2).executor == "process"  # free bytes
 
 
 def test_the_warm_up_skips_the_probe_when_an_elements_bytes_cost_more_than_processes_save():
     assert executor_choice.cannot_pay(50e-6, 10e-6, cpus=2) is None
     d = executor_choice.cannot_pay(50e-6, 10e-6, cpus=2, moved_bytes=60 * KIB, byte_seconds=2 * NS)
-    assert d.executor == "thread" and "KiB of element and result" in d.reason  # 100 / (50 + 145): 0.51x
+    assert d.executor == "thread" and "KiB of element and result" in d.reason  # 100 / (50 + 268): 0.31x
 
 
 def test_moved_bytes_counts_the_buffers_of_an_element_and_of_its_result():
@@ -71,8 +71,8 @@ def small(x):
 def test_with_a_costly_byte_big_elements_stay_on_threads_where_small_ones_go_to_processes(measured, monkeypatch,
                                                                                            fn, executor):
     """Same calls (the fake clocks make each 0.25-0.5 ms), same probe (holds the GIL), same free pickling:
-    only the bytes differ. At 10 ns a byte (a machine whose page faults are slow) 64 KiB cost 0.65 ms more
-    than the call: threads, without a probe; 16 bytes cost nothing: processes."""
+    only the bytes differ. At 10 ns a byte (a machine whose page faults are slow) 64 KiB written twice cost
+    1.3 ms, far more than the call: threads, without a probe; 16 bytes cost nothing: processes."""
     probe = measured(HOLDS)
     monkeypatch.setattr(chosen_map._Chooser, "byte_seconds", staticmethod(lambda: 10 * NS))
     monkeypatch.setattr(executor_choice, "transfer_seconds", lambda elements, results, clock=None: 0.0)
