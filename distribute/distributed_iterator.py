@@ -106,7 +106,9 @@ class DistributedIterator:
         # (its partial-batch handling is off then): ``batch(drop_remainder=True)`` gives whole steps only
         self._drop_partial = feed.num_workers == 1 and dds._fully_static()
         self._paths = None
-        self.took_over_prefetch = False  # the pipeline's output prefetch reads on this iterator's thread
+        # the pipeline's output prefetch was taken over when this iterator's thread last started (it reads on
+        # that thread, unless it got its own thread back since: see prefetch_takeover.py)
+        self.took_over_prefetch = False
         self._read_ahead = None
         self.synchronous_reason = _synchronous_reason(dds._datasets)
         if self.synchronous_reason is not None:

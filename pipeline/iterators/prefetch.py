@@ -67,6 +67,7 @@ class PrefetchIterator(Iterator):
         if self._thread is not None and self._thread is not _NO_THREAD:
             return False
         self._on_caller = True
+        self._filled = False  # (filled by the caller's read-ahead from now on: see _refill_local)
         return True
 
     def _produce(self):
