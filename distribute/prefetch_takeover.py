@@ -22,8 +22,12 @@ load ~3 gave 1.02x the hand loop, stall 1.3% / 1.8%): P7's drain loop, CPU per s
 epochs of the drain loop: the read-ahead fills during a transient, then the faster consumer empties it). Without
 the give-back the stall check got 2-4x worse under heavy load (5.5% vs 1.7% at batch 4096, 4.5% vs 1.8% at 256,
 load 5; level at load 3), likely the CPU share: one producer thread against the step's XLA threads and other
-processes gets less than two did. A signal that tells the two loops apart without a clock was not found (the
-read-ahead falls behind at about the same rate per step in both).
+processes gets less than two did. Signals counted (load ~3, no give-back): "the read-ahead had filled the
+buffer and the thread then read on demand while the consumer still had a step waiting" happened 1-3 times in
+a drain epoch of 3,907 steps and 5-8 times in 250-380 steps of the training loop, so a rate rule (events per
+step read) could tell the two apart; "read on demand while a step waits", without the fill, was ~53% of the
+on-demand reads in both. A rate rule was not calibrated here (one busy machine): the give-back stays at the
+first event.
 
 Not taken over: several pipelines (``distribute_datasets_from_function`` per replica: each prefetch keeps
 overlapping its own pipeline with the others'), a prefetch whose thread already started
