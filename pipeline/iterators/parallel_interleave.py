@@ -55,6 +55,7 @@ import time
 from ..options import effective_deterministic
 from ..engine import autotune
 from ..engine.pool import stage_threads
+from ..engine.thread_start import join_started, start_soon
 from .base import finalizing
 from .interleave import READ_AHEAD, Slot, SlotCycle
 
@@ -114,10 +115,11 @@ class ParallelInterleaveIterator(SlotCycle):
 
     def _spawn(self):
         """Start reader threads up to ``parallelism`` (consumer thread). Threads are never stopped before
-        ``close``: a lowered value parks them between tasks."""
+        ``close``: a lowered value parks them between tasks. They start on the starter thread
+        (``thread_start``): until they run, the consumer reads the queued slots itself (``_await``)."""
         while len(self._threads) < min(self.parallelism, self._max_threads) and not self._closed:
             t = threading.Thread(target=self._work, name=f"jaxfeed-interleave-{len(self._threads)}", daemon=True)
-            t.start()
+            start_soon(t)
             self._threads.append(t)
 
     def _tick(self, delivered=0, locked=False):
@@ -380,7 +382,7 @@ class ParallelInterleaveIterator(SlotCycle):
             self._data_ready.notify_all()
         for t in self._threads:
             if t is not threading.current_thread():
-                t.join(timeout=JOIN_TIMEOUT)
+                join_started(t, timeout=JOIN_TIMEOUT)
         self._threads = []
 
     def close(self):

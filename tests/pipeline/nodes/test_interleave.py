@@ -2,6 +2,7 @@
 
 import itertools
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -237,6 +238,11 @@ def test_parallel_interleave_leaves_no_threads_after_close():
     before = {t for t in threading.enumerate() if t.name.startswith("jaxfeed-interleave")}
     it = iter(Dataset.range(1, 50).interleave(repeated, cycle_length=4, num_parallel_calls=4))
     next(it)
+    # readers start on the starter thread (engine/thread_start.py): soon, not necessarily by now
+    deadline = time.monotonic() + 30
+    while not {t for t in threading.enumerate() if t.name.startswith("jaxfeed-interleave")} - before \
+            and time.monotonic() < deadline:
+        time.sleep(0.001)
     assert {t for t in threading.enumerate() if t.name.startswith("jaxfeed-interleave")} - before
     it.close()
     assert not {t for t in threading.enumerate() if t.name.startswith("jaxfeed-interleave")} - before
@@ -298,3 +304,28 @@ def test_parallel_interleave_of_record_files_batches_whole_rounds_while_readers_
     for _ in range(5):
         ds = files.interleave(TFRecordDataset, cycle_length=4, num_parallel_calls=AUTOTUNE).batch(256)
         assert [bytes(x) for b in ds for x in b] == want
+
+
+def test_parallel_interleave_never_waits_on_the_consumer_for_a_reader_to_start(monkeypatch):
+    # Thread.start() waits for the new thread to run (about a millisecond each on a busy machine, on the first
+    # batch's path): readers are started by the starter thread (engine/thread_start.py) and the consumer
+    # reads the queued slots itself until they run. Any Thread.start on the consumer fails this test.
+    from jaxfeed.pipeline.engine.thread_start import join_started, start_soon
+
+    warm = threading.Thread(target=lambda: None, daemon=True)  # the starter itself starts once per process
+    start_soon(warm)
+    join_started(warm, timeout=30)
+    consumer = threading.current_thread()
+    real_start = threading.Thread.start
+
+    def start(self):
+        assert threading.current_thread() is not consumer, f"the consumer started {self.name}"
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    ds = Dataset.range(1, 30).interleave(repeated, cycle_length=4, num_parallel_calls=4)
+    want = list(Dataset.range(1, 30).interleave(repeated, cycle_length=4))
+    it = iter(ds)
+    got = [next(it)] + list(it)
+    it.close()
+    assert [int(x) for x in got] == [int(x) for x in want]

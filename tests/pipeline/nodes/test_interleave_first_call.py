@@ -3,6 +3,7 @@ the first ``cycle x read`` elements alone and the readers start at the call afte
 "A *solo* start"). Time is a fake clock."""
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -56,6 +57,14 @@ def started_since(before: set, now: set) -> set:
     return now - before
 
 
+def wait_running(threads, seconds=30):
+    """Wait until every thread of ``threads`` has started (readers start on ``engine/thread_start.py``'s
+    starter thread, after the call that asked for them returned)."""
+    deadline = time.monotonic() + seconds
+    while any(t.ident is None for t in threads) and time.monotonic() < deadline:
+        time.sleep(0.001)
+
+
 def files_like(npc=AUTOTUNE, deterministic=None, cycle=4):
     # 8 "files" of 300 "records" each, as P3 reads them
     return Dataset.range(8).interleave(lambda f: Dataset.range(300).map(lambda r: f * 1000 + r),
@@ -86,6 +95,7 @@ def test_first_calls_of_a_later_iterator_start_no_reader(quick_opens, npc):
         assert not started_since(before, readers()) and not stage._threads
     out += it.next_many(256)
     assert stage._threads  # the readers started at the call after
+    wait_running(stage._threads)  # (started by the starter thread: soon, not necessarily by now)
     assert started_since(before, readers()) == set(stage._threads)  # (named as the check above expects)
     out += [x for block in iter(lambda: it.next_many(256), []) for x in block]
     assert [int(x) for x in out] == sequential()

@@ -1,0 +1,59 @@
+"""Threads started without the caller waiting for them to run.
+
+``Thread.start()`` returns only once the new thread has run its first steps, which needs the GIL: with other
+stages' threads busy, that wait took about a millisecond per thread on a loaded 2-core machine -- on the
+first batch's path when a stage starts its threads there. A stage that wants a thread running soon, but has
+the consumer's work to do first, hands it to ``start_soon``: one long-lived starter thread per process starts
+it, and the caller goes on at once. ``join_started`` is the matching join for a close path: a thread handed
+over but not yet started is waited for (it starts, sees its stage closed and ends), never left behind.
+
+The starter is a daemon thread blocked on a queue; at interpreter exit it is simply not run again. A thread
+that can no longer be created (the interpreter finalizing) is marked started and never runs: its stage's
+close finds nothing to join.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+
+_requests: queue.SimpleQueue = queue.SimpleQueue()
+_lock = threading.Lock()
+_starter: threading.Thread | None = None
+
+# the event each handed-over thread carries, set once the starter has dealt with it
+_HANDLED = "_jaxfeed_handled"
+
+
+def start_soon(thread: threading.Thread) -> None:
+    """Start ``thread`` on the starter thread; returns without waiting for it to run."""
+    global _starter
+    setattr(thread, _HANDLED, threading.Event())
+    with _lock:
+        # (after os.fork the child has no starter: the parent's shows as not alive there)
+        if _starter is None or not _starter.is_alive():
+            _starter = threading.Thread(target=_start_requested, name="jaxfeed-thread-starter", daemon=True)
+            _starter.start()
+    _requests.put(thread)
+
+
+def join_started(thread: threading.Thread, timeout: float | None = None) -> None:
+    """``thread.join(timeout)``, first waiting (within the same timeout) for a ``start_soon`` to start it."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    handled = getattr(thread, _HANDLED, None)
+    if handled is not None and not handled.wait(timeout):
+        return
+    if thread.ident is not None:  # started (a thread never started has no ident)
+        thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+
+
+def _start_requested() -> None:
+    while True:
+        thread = _requests.get()
+        try:
+            thread.start()
+        except RuntimeError:  # "can't create new thread at interpreter shutdown": it never runs
+            pass
+        finally:
+            getattr(thread, _HANDLED).set()
