@@ -48,9 +48,23 @@ def join_started(thread: threading.Thread, timeout: float | None = None) -> None
         thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
 
+def wait_handled(timeout: float | None = None) -> bool:
+    """Wait until every thread handed over so far has been started (or refused); False on timeout. For
+    callers that count threads (tests): an earlier stage's threads may otherwise start later."""
+    with _lock:
+        if _starter is None or not _starter.is_alive():
+            return True  # nothing handed over in this process (or the starter has not been needed since a fork)
+    done = threading.Event()
+    _requests.put(done)
+    return done.wait(timeout)
+
+
 def _start_requested() -> None:
     while True:
         thread = _requests.get()
+        if type(thread) is threading.Event:  # ``wait_handled``: every request before it is handled
+            thread.set()
+            continue
         try:
             thread.start()
         except RuntimeError:  # "can't create new thread at interpreter shutdown": it never runs

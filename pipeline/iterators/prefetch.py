@@ -20,6 +20,7 @@ import threading
 from ..engine import autotune
 from .base import Iterator, count_held, finalizing
 from ..engine.blocks import Failure
+from ..engine.thread_start import join_started, start_soon
 
 CHUNK = 64
 MAX_AUTOTUNE = 64
@@ -50,9 +51,12 @@ class PrefetchIterator(Iterator):
         self._first_served = False
         self._on_caller = False  # an outer stage's thread runs this one's input (``serve_on_caller``)
 
-    def _start(self):
+    def _start(self, soon: bool = False):
         self._thread = threading.Thread(target=self._produce, name="jaxfeed-prefetch", daemon=True)
-        self._thread.start()
+        if soon:  # by the starter thread: the caller does not wait for it to run (engine/thread_start.py)
+            start_soon(self._thread)
+        else:
+            self._thread.start()
 
     def start_ahead(self):
         if self._thread is None and not self._on_caller:  # (not once the input ended: then it is _NO_THREAD)
@@ -114,9 +118,12 @@ class PrefetchIterator(Iterator):
             block = [_END]
             self._thread = _NO_THREAD  # nothing left to produce
         self._local.extend(block)
-        # The producer starts at the next call, not now: Thread.start() waits for the new thread to run,
-        # and with other stages' threads busy that wait (for the GIL) took milliseconds here.
+        # The producer starts now, so the buffer fills while the consumer works on what it got (a training
+        # loop's first step: compiling, seconds), but on the starter thread: Thread.start() waits for the new
+        # thread to run, and with other stages' threads busy that wait (for the GIL) took milliseconds here.
         self._first_served = True
+        if self._thread is None and not self._on_caller:  # (served on the caller: an outer stage's thread)
+            self._start(soon=True)
 
     def read_ahead(self) -> bool:
         """Served on the caller's thread (``serve_on_caller``): read one element into the buffer, up to its
@@ -262,7 +269,7 @@ class PrefetchIterator(Iterator):
             self._cond.notify_all()
         t = self._thread
         if t is not None and t is not _NO_THREAD and t is not threading.current_thread():
-            t.join(timeout=30)
+            join_started(t, timeout=30)
 
     def close(self):
         if finalizing():  # take no lock, wait for no thread: they may be held by a thread stopped for good

@@ -8,6 +8,7 @@ Nothing here depends on the machine's speed: a wait with a timeout only bounds h
 
 import logging
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -67,6 +68,9 @@ def test_private_threadpool_size_caps_the_readers_of_a_parallel_interleave():
                                      num_parallel_calls=8).with_options(options(threads=2))
     with iter(ds) as it:
         first = int(next(it))
+        deadline = time.monotonic() + 30  # readers start on the starter thread: soon, not necessarily by now
+        while not new_threads(before, "jaxfeed-interleave") and time.monotonic() < deadline:
+            time.sleep(0.001)
         assert 1 <= len(new_threads(before, "jaxfeed-interleave")) <= 2
         rest = [int(x) for x in it]
     expected = [10 * x + y for y in range(5) for x in range(8)]  # cycle 8, block 1: unchanged order

@@ -5,7 +5,7 @@ import subprocess
 import sys
 import threading
 
-from jaxfeed.pipeline.engine.thread_start import join_started, start_soon
+from jaxfeed.pipeline.engine.thread_start import join_started, start_soon, wait_handled
 
 
 class GatedThread(threading.Thread):
@@ -80,3 +80,14 @@ def test_exit_with_starts_pending_is_clean():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "bye" and proc.stderr == ""
+
+
+def test_wait_handled_returns_once_every_earlier_request_is_started():
+    gate = threading.Event()
+    t = GatedThread(gate, target=lambda: None)
+    start_soon(t)
+    assert t.entered.wait(30)
+    assert not wait_handled(0.05)  # the starter is still inside t's start
+    gate.set()
+    assert wait_handled(30) and t.ident is not None
+    join_started(t, timeout=30)

@@ -10,6 +10,7 @@ import pytest
 
 from jaxfeed.pipeline import AUTOTUNE, Dataset
 from jaxfeed.pipeline.iterators import parallel_interleave
+from jaxfeed.pipeline.engine.thread_start import wait_handled
 from jaxfeed.pipeline.iterators.parallel_interleave import ParallelInterleaveIterator
 
 
@@ -43,10 +44,12 @@ def slow_opens(monkeypatch):
 
 
 def readers():
+    wait_handled(30)  # threads handed to the starter thread (an earlier iterator's too) have started by now
     return {t for t in threading.enumerate() if t.name.startswith("jaxfeed-interleave")}
 
 
 def jaxfeed_threads():
+    wait_handled(30)
     return {t for t in threading.enumerate() if t.name.startswith("jaxfeed-")}
 
 
@@ -145,14 +148,23 @@ def test_slow_opens_keep_the_readers_from_the_first_call(slow_opens):
     it.close()
 
 
-def test_a_prefetched_interleave_delivers_its_first_element_with_no_thread_started(quick_opens):
+def test_a_prefetched_interleave_delivers_its_first_element_with_no_thread_started(quick_opens, monkeypatch):
     ds = files_like().prefetch(2)
     want = sequential()
     assert [int(x) for x in ds] == want
     before = jaxfeed_threads()
+    consumer, real_start = threading.current_thread(), threading.Thread.start
+
+    def start(self):  # no thread start on the consumer's path (the starter thread's are off it)
+        assert threading.current_thread() is not consumer, f"the consumer started {self.name}"
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
     it = iter(ds)
     first = next(it)
-    assert not started_since(before, jaxfeed_threads())  # neither the prefetch's producer nor the readers
+    # no reader (solo start); the prefetch's producer starts after the first element, on the starter thread,
+    # so that the buffer fills while the consumer works on it
+    assert {t.name for t in started_since(before, jaxfeed_threads())} <= {"jaxfeed-prefetch"}
     assert [int(first)] + [int(x) for x in it] == want
     it.close()
     assert not started_since(before, jaxfeed_threads())
