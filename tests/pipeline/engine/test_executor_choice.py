@@ -718,11 +718,12 @@ def test_a_parallel_stage_upstream_is_taken_to_keep_a_core_busy_whatever_the_war
 
 
 # ------------------------------------------------------------------ the process map under a batch
-@pytest.mark.parametrize("size", [16, 7, 1000])
-def test_a_chosen_process_map_under_a_batch_sends_tasks_that_end_on_batch_boundaries(measured, monkeypatch,
-                                                                                     size):
-    """Each batch is then a view of one worker's stacked block: no join of two blocks' pieces."""
-    measured(HOLDS)
+def spied_tasks(monkeypatch) -> list:
+    """The (first position, length) of every task a process map sends, from now on; the workers start at the
+    first refill, not in the background (the consumer would map all of it), and tasks grow to MAX_BLOCK
+    after the first."""
+    from jaxfeed.pipeline.iterators import process_map
+
     tasks = []
     submit = ProcessMapIterator._submit
 
@@ -731,11 +732,17 @@ def test_a_chosen_process_map_under_a_batch_sends_tasks_that_end_on_batch_bounda
         submit(self, block)
 
     monkeypatch.setattr(ProcessMapIterator, "_submit", spy)
-    # the workers start at the first refill, not in the background (the consumer would map all of it)
     monkeypatch.setattr(ProcessMapIterator, "start_in_background", lambda self: None)
-    from jaxfeed.pipeline.iterators import process_map
+    monkeypatch.setattr(process_map, "TARGET_TASK_SECONDS", 1e9)
+    return tasks
 
-    monkeypatch.setattr(process_map, "TARGET_TASK_SECONDS", 1e9)  # tasks of MAX_BLOCK after the first
+
+@pytest.mark.parametrize("size", [16, 7, 1000])
+def test_a_chosen_process_map_under_a_batch_sends_tasks_that_end_on_batch_boundaries(measured, monkeypatch,
+                                                                                     size):
+    """Each batch is then a view of one worker's stacked block: no join of two blocks' pieces."""
+    measured(HOLDS)
+    tasks = spied_tasks(monkeypatch)
     n = 3000
     got, _ = as_list(fused(n=n, size=size))
     # the first tasks (8 elements, sent before any answer told the time per call) may end anywhere
@@ -749,19 +756,7 @@ def test_a_restored_process_map_under_a_batch_gets_back_on_batch_boundaries(meas
     with iter(fused(n=3000)) as it:
         head = [next(it) for _ in range(3)]
         state = pickle.loads(pickle.dumps(it.get_state()))
-    tasks = []
-    submit = ProcessMapIterator._submit
-
-    def spy(self, block):
-        tasks.append((self._position, len(block)))
-        submit(self, block)
-
-    monkeypatch.setattr(ProcessMapIterator, "_submit", spy)
-    # the workers start at the first refill, not in the background (the consumer would map all of it)
-    monkeypatch.setattr(ProcessMapIterator, "start_in_background", lambda self: None)
-    from jaxfeed.pipeline.iterators import process_map
-
-    monkeypatch.setattr(process_map, "TARGET_TASK_SECONDS", 1e9)  # tasks of MAX_BLOCK after the first
+    tasks = spied_tasks(monkeypatch)
     restored = fused(n=3000).make_iterator(state=state)
     tail = list(restored)
     restored.close()
