@@ -8,12 +8,14 @@ it, and the caller goes on at once. ``join_started`` is the matching join for a 
 over but not yet started is waited for (it starts, sees its stage closed and ends), never left behind.
 
 The starter is a daemon thread blocked on a queue; at interpreter exit it is simply not run again. A thread
-that can no longer be created (the interpreter finalizing) is marked started and never runs: its stage's
-close finds nothing to join.
+that can no longer be created (the interpreter finalizing) is marked handled and never runs: its stage's
+close finds nothing to join. A child made by ``os.fork`` never starts the threads its parent had handed over
+(they would run the parent's stages in the child); it gets its own starter when it needs one.
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
@@ -31,7 +33,6 @@ def start_soon(thread: threading.Thread) -> None:
     global _starter
     setattr(thread, _HANDLED, threading.Event())
     with _lock:
-        # (after os.fork the child has no starter: the parent's shows as not alive there)
         if _starter is None or not _starter.is_alive():
             _starter = threading.Thread(target=_start_requested, name="jaxfeed-thread-starter", daemon=True)
             _starter.start()
@@ -57,6 +58,24 @@ def wait_handled(timeout: float | None = None) -> bool:
     done = threading.Event()
     _requests.put(done)
     return done.wait(timeout)
+
+
+def _forget_in_child() -> None:
+    """After ``os.fork``: the child has no starter thread, and the threads its parent had handed over are the
+    parent's to run (a copy started here would run the parent's stage in the child). They count as handled,
+    never started; the child gets a fresh lock and queue."""
+    global _requests, _lock, _starter
+    old, _requests, _lock, _starter = _requests, queue.SimpleQueue(), threading.Lock(), None
+    while True:
+        try:
+            item = old.get_nowait()
+        except queue.Empty:
+            break
+        (item if type(item) is threading.Event else getattr(item, _HANDLED)).set()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def _start_requested() -> None:

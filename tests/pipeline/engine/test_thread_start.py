@@ -1,9 +1,12 @@
 """Threads handed to the starter thread: the caller never waits for them to run, a close path's join waits
 for a pending start, and nothing is left behind or aborts at interpreter exit."""
 
+import os
 import subprocess
 import sys
 import threading
+
+import pytest
 
 from jaxfeed.pipeline.engine.thread_start import join_started, start_soon, wait_handled
 
@@ -91,3 +94,31 @@ def test_wait_handled_returns_once_every_earlier_request_is_started():
     gate.set()
     assert wait_handled(30) and t.ident is not None
     join_started(t, timeout=30)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_never_starts_its_parents_pending_threads():
+    # the parent's starter is held inside a start when the fork happens; its other pending thread must not
+    # run in the child (it would run the parent's stage there), and the child can start its own threads
+    gate = threading.Event()
+    held = GatedThread(gate, target=lambda: None)
+    start_soon(held)
+    assert held.entered.wait(30)
+    marker = threading.Thread(target=lambda: os.write(1, b"parent's thread ran\n"), daemon=True)
+    start_soon(marker)  # pending behind the held one
+    pid = os.fork()
+    if pid == 0:  # child: only os-level calls and the module under test; always leave with os._exit
+        status = 1
+        try:
+            join_started(marker, timeout=5)  # handled in the child (never started), not waited for 5 s
+            mine = threading.Thread(target=lambda: None, daemon=True)
+            start_soon(mine)
+            join_started(mine, timeout=30)
+            status = 0 if (marker.ident is None and mine.ident is not None) else 2
+        finally:
+            os._exit(status)
+    _, status = os.waitpid(pid, 0)
+    gate.set()
+    join_started(held, timeout=30)
+    join_started(marker, timeout=30)
+    assert os.waitstatus_to_exitcode(status) == 0
