@@ -1,5 +1,7 @@
-"""Small helpers the engine tests share: AUTOTUNE budgets, a slow function, the iterator under the root."""
+"""Small helpers the engine tests share: AUTOTUNE budgets, a slow function, the iterator under the root, a
+fake clock moved by a stage's work."""
 
+import threading
 import time
 
 from jaxfeed.pipeline import Options
@@ -22,3 +24,22 @@ def slow(x):
 def root_iterator(it):
     inner = it._it
     return getattr(inner, "inner", inner)
+
+
+class WorkClock:
+    """Fake time that passes only as a stage works: each unit of work (a mapped call, an inner read) takes
+    ``cost / parallelism`` of it -- work that more threads do faster (I/O) -- however fast or loaded the
+    machine is; the tuner never sees wall time. The consumer's waits, timed on this clock too, are the work
+    done while it was blocked. Set ``stage`` to the iterator whose ``parallelism`` divides the cost."""
+
+    def __init__(self, cost):
+        self.now, self.cost, self.stage = 0.0, cost, None
+        self.lock = threading.Lock()
+
+    def __call__(self):
+        with self.lock:
+            return self.now
+
+    def work(self):
+        with self.lock:
+            self.now += self.cost / self.stage.parallelism

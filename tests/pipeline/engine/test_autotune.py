@@ -9,7 +9,7 @@ import pytest
 from jaxfeed.pipeline import AUTOTUNE, Dataset
 from jaxfeed.pipeline.engine import autotune
 
-from engine_test_helpers import budget, root_iterator, slow
+from engine_test_helpers import WorkClock, budget, root_iterator, slow
 
 
 class FakeClock:
@@ -189,24 +189,6 @@ def test_a_failing_probe_is_retried_at_least_every_max_backoff(one_tick_windows)
 
 
 # ------------------------------------------------------------------------------ parallel map
-class WorkClock:
-    """Fake time that passes only as the mapped function works: each call takes ``cost / parallelism`` of it
-    -- a stage whose throughput scales with its threads (I/O) -- however fast or loaded the machine is. The
-    consumer's waits, timed on this clock too, are the work done while it was blocked."""
-
-    def __init__(self, cost):
-        self.now, self.cost, self.stage = 0.0, cost, None
-        self.lock = threading.Lock()
-
-    def __call__(self):
-        with self.lock:
-            return self.now
-
-    def work(self):
-        with self.lock:
-            self.now += self.cost / self.stage.parallelism
-
-
 class WorkerGate:
     """Decides, instead of the scheduler, when the map's workers work: a call on a worker thread waits until
     the consumer is blocked on that call's block (``ParallelMapIterator._finish``, entered after the consumer

@@ -12,7 +12,7 @@ from jaxfeed.pipeline.iterators import parallel_interleave
 from jaxfeed.pipeline.iterators.parallel_interleave import ParallelInterleaveIterator
 from jaxfeed.pipeline.testing import assert_resumes_everywhere
 
-from engine_test_helpers import root_iterator
+from engine_test_helpers import WorkClock, root_iterator
 
 
 class SteppingClock:
@@ -125,23 +125,6 @@ def test_parallelism_starts_at_two_within_the_budget():
 def start_at_one(monkeypatch):
     # the tuning tests below start from one reader, so that a rise is the tuner's doing
     monkeypatch.setattr(parallel_interleave, "AUTOTUNE_START", 1)
-
-
-class WorkClock:
-    """Fake time that passes only as the readers work: each inner read takes ``cost / parallelism`` of it -- I/O
-    that more readers do faster -- however fast or loaded the machine is (the tuner never sees wall time)."""
-
-    def __init__(self, cost):
-        self.now, self.cost, self.stage = 0.0, cost, None
-        self.lock = threading.Lock()
-
-    def __call__(self):
-        with self.lock:
-            return self.now
-
-    def work(self):
-        with self.lock:
-            self.now += self.cost / self.stage.parallelism
 
 
 class ReaderGate:
