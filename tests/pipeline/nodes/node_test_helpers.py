@@ -1,5 +1,7 @@
-"""Small helpers the node tests share: elements as Python values, and the same elements through a node that is
-not random-access."""
+"""Small helpers the node tests share: elements as Python values, the same elements through a node that is
+not random-access, and strict equality of elements."""
+
+import math
 
 import numpy as np
 
@@ -15,3 +17,19 @@ def ints(ds):
 def streaming(ds):
     """The same elements through a node that is not random-access."""
     return ds.filter(lambda *_: True)
+
+
+def same(a, b) -> bool:
+    """Equal as elements or batches: same types all the way down, dict key order, dtypes, shapes and values
+    (NaN equal to NaN)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
+    if isinstance(a, (np.generic, float)) and getattr(a, "dtype", np.dtype(float)).kind in "fc":
+        return (a == b) or (math.isnan(abs(a)) and math.isnan(abs(b)))
+    return a == b

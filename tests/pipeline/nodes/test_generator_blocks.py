@@ -2,8 +2,6 @@
 must equal the value-by-value path exactly (types, dtypes, values, key order), and a block they do not
 take goes value by value, errors in their place (issue 19)."""
 
-import math
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,6 +11,8 @@ from jaxfeed.pipeline import Dataset, TensorSpec, errors, structure
 from jaxfeed.pipeline.iterators.batch import stack_fast
 from jaxfeed.pipeline.iterators.generator_convert import Mismatch, block_converter, converter
 from jaxfeed.pipeline.testing import assert_resumes_everywhere
+
+from node_test_helpers import same
 
 DTYPES = [np.int8, np.int32, np.int64, np.uint8, np.uint64, np.float16, np.float32, np.float64, np.bool_,
           np.complex64, object]
@@ -74,21 +74,6 @@ def values_for(draw, spec, n, uniform):
         else:
             rows[i] = list(row)
     return rows
-
-
-def same(a, b) -> bool:
-    """Equal as elements: same types all the way down, equal values (NaN equal to NaN), dict key order."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
-    if isinstance(a, tuple):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if isinstance(a, np.ndarray):
-        return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
-    if isinstance(a, (np.generic, float)) and getattr(a, "dtype", np.dtype(float)).kind in "fc":
-        return (a == b) or (math.isnan(abs(a)) and math.isnan(abs(b)))
-    return a == b
 
 
 def one_by_one(spec, values):

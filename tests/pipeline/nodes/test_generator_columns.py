@@ -19,6 +19,8 @@ from jaxfeed.pipeline.iterators.generator_convert import column_converter, conve
 from jaxfeed.pipeline.iterators.interleave import SlotCycle
 from jaxfeed.pipeline.testing import assert_resumes_everywhere
 
+from node_test_helpers import same
+
 SCALAR_DTYPES = [np.int8, np.int32, np.int64, np.uint8, np.float32, np.float64, np.bool_, object]
 
 # one kind of value per leaf and block (what the column path takes), and bad values to put mid-block
@@ -76,19 +78,6 @@ def element_path():
         mp.setattr(generator_module, "column_converter", lambda spec, label: None)
         mp.setattr(SlotCycle, "stacks_rows", False)
         yield
-
-
-def same(a, b) -> bool:
-    """Equal batches: same structure and key order, dtypes, shapes and values."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
-    if isinstance(a, tuple):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if isinstance(a, np.ndarray):
-        return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
-    return a == b
 
 
 def run(dataset, limit=10_000) -> list:
