@@ -245,10 +245,10 @@ def test_a_chosen_process_map_delivers_the_probes_results_first_then_the_workers
     assert_elements_equal(got, [tokens(x) for x in range(400)])
 
 
-def test_the_consumer_maps_on_while_the_worker_processes_start(measured, monkeypatch):
+def pools_wait_for(monkeypatch) -> threading.Event:
+    """Worker pools that start only once the returned event is set (a pool slow to start)."""
     from jaxfeed.pipeline.iterators import process_map
 
-    measured(HOLDS)
     go = threading.Event()
 
     class SlowToStart(process_map._Pool):
@@ -257,6 +257,12 @@ def test_the_consumer_maps_on_while_the_worker_processes_start(measured, monkeyp
             super().__init__(*args)
 
     monkeypatch.setattr(process_map, "_Pool", SlowToStart)
+    return go
+
+
+def test_the_consumer_maps_on_while_the_worker_processes_start(measured, monkeypatch):
+    measured(HOLDS)
+    go = pools_wait_for(monkeypatch)
     with iter(unfused(n=5000)) as it:
         got = [next(it) for _ in range(300)]  # the probe's, then the consumer's own: no worker is up
         stage = root(it)._stage
@@ -276,13 +282,7 @@ def test_the_consumer_lets_the_starting_thread_have_the_gil_between_the_blocks_i
     from jaxfeed.pipeline.iterators import process_map
 
     measured(HOLDS)
-    go = threading.Event()
-
-    class SlowToStart(process_map._Pool):
-        def __init__(self, *args):
-            assert go.wait(30)  # a hang guard only
-            super().__init__(*args)
-
+    go = pools_wait_for(monkeypatch)
     waits, blocks = [], []
     let_run, map_here = process_map._Starting.let_run, ProcessMapIterator._map_here
 
@@ -295,7 +295,6 @@ def test_the_consumer_lets_the_starting_thread_have_the_gil_between_the_blocks_i
         blocks.append(len(waits))  # waits so far, this block's included
         return done
 
-    monkeypatch.setattr(process_map, "_Pool", SlowToStart)
     monkeypatch.setattr(process_map._Starting, "let_run", waiting)
     monkeypatch.setattr(ProcessMapIterator, "_map_here", mapping)
     with iter(unfused(n=5000)) as it:
