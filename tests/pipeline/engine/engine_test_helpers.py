@@ -1,8 +1,10 @@
 """Small helpers the engine tests share: AUTOTUNE budgets, a slow function, the iterator under the root, a
-fake clock moved by a stage's work."""
+fake clock moved by a stage's work, this process's map workers."""
 
 import threading
 import time
+
+import psutil
 
 from jaxfeed.pipeline import Options
 
@@ -43,3 +45,16 @@ class WorkClock:
     def work(self):
         with self.lock:
             self.now += self.cost / self.stage.parallelism
+
+
+def map_workers():
+    """This process's map workers: children of the (long-lived) forkserver, or direct children that are neither
+    the forkserver nor the resource tracker."""
+    out = []
+    for child in psutil.Process().children():
+        command = " ".join(child.cmdline())
+        if "forkserver" in command:
+            out.extend(child.children())
+        elif "resource_tracker" not in command:
+            out.append(child)
+    return out

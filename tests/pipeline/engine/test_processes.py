@@ -14,6 +14,8 @@ from jaxfeed.pipeline.iterators import process_map
 from jaxfeed.pipeline.engine import autotune, shared_memory
 from jaxfeed.pipeline.testing import assert_elements_equal, assert_resumes_everywhere
 
+from engine_test_helpers import map_workers
+
 
 @pytest.fixture(autouse=True)
 def _collect_earlier_iterators():
@@ -26,22 +28,6 @@ def _collect_earlier_iterators():
 def our_segments():
     return {name for name in os.listdir("/dev/shm") if name.startswith(f"{shared_memory.PREFIX}{os.getpid()}_")}
 
-
-def children():
-    return psutil.Process().children(recursive=False)
-
-
-def worker_children():
-    """Our map workers: children of the (long-lived) forkserver, or direct children that are neither the
-    forkserver nor the resource tracker."""
-    out = []
-    for c in children():
-        cmd = " ".join(c.cmdline())
-        if "forkserver" in cmd:
-            out.extend(c.children())
-        elif "resource_tracker" not in cmd:
-            out.append(c)
-    return out
 
 
 def pmap(ds, fn, workers=2, **kw):
@@ -120,7 +106,7 @@ def test_killed_worker_raises_worker_died_error_without_hanging():
     with pytest.raises(errors.WorkerDiedError, match=r"process \d+ died \(exit code -9\)"):
         list(it)
     it.close()
-    assert worker_children() == [] and our_segments() == set()
+    assert map_workers() == [] and our_segments() == set()
 
 
 def test_worker_killed_from_outside_raises_worker_died_error():
@@ -130,7 +116,7 @@ def test_worker_killed_from_outside_raises_worker_died_error():
 
     it = iter(pmap(Dataset.range(1000), slow))
     next(it)
-    victim = worker_children()[0]
+    victim = map_workers()[0]
     victim.kill()
     with pytest.raises(errors.WorkerDiedError, match=str(victim.pid)):
         for _ in it:
@@ -141,9 +127,9 @@ def test_worker_killed_from_outside_raises_worker_died_error():
 def test_close_leaves_no_worker_processes_and_no_shared_memory():
     it = iter(pmap(Dataset.range(500), image))
     next(it)
-    assert len(worker_children()) == 2 and our_segments()
+    assert len(map_workers()) == 2 and our_segments()
     it.close()
-    assert worker_children() == [] and our_segments() == set()
+    assert map_workers() == [] and our_segments() == set()
 
 
 def test_workers_exit_once_every_result_is_back_before_the_iterator_closes():
@@ -151,11 +137,11 @@ def test_workers_exit_once_every_result_is_back_before_the_iterator_closes():
     (the bench closes each epoch's iterator inside its timed region)."""
     it = iter(pmap(Dataset.range(500), image))
     got = [next(it)]
-    procs = worker_children()
+    procs = map_workers()
     assert len(procs) == 2
     got += [next(it) for _ in range(499)]  # every element, and the end not asked for yet
     gone, alive = psutil.wait_procs(procs, timeout=30)  # a hang guard only: they exit at once
-    assert alive == [] and worker_children() == []
+    assert alive == [] and map_workers() == []
     assert_elements_equal(got, [image(x) for x in range(500)])
     with pytest.raises(StopIteration):
         next(it)
@@ -168,13 +154,13 @@ def test_garbage_collected_iterator_releases_its_workers():
     next(it)
     del it
     gc.collect()
-    assert worker_children() == [] and our_segments() == set()
+    assert map_workers() == [] and our_segments() == set()
 
 
 def test_process_map_resumes_with_blocks_in_flight():
     make = lambda: pmap(Dataset.range(12), image).map(lambda d: d["img"][0, 0, 0] + d["label"])  # noqa: E731
     assert_resumes_everywhere(make, ks=[0, 1, 5, 11, 12])
-    assert worker_children() == [] and our_segments() == set()
+    assert map_workers() == [] and our_segments() == set()
 
 
 def test_process_map_with_rng_matches_sequential_map():
@@ -228,7 +214,7 @@ def test_unpicklable_function_is_a_type_error_naming_the_map():
     with pytest.raises(TypeError, match="executor='process' needs a function cloudpickle can serialise"):
         next(it)
     it.close()
-    assert worker_children() == []
+    assert map_workers() == []
 
 
 # ------------------------------------------------------------------ batch over stacked blocks
@@ -289,7 +275,7 @@ def test_batch_over_process_map_keeps_errors_and_ragged_elements_as_the_element_
 def test_batch_over_process_map_resumes_everywhere():
     make = lambda: pmap(Dataset.range(50), tokens).batch(6)  # noqa: E731
     assert_resumes_everywhere(make, ks=[0, 1, 3, 8, 9])
-    assert worker_children() == [] and our_segments() == set()
+    assert map_workers() == [] and our_segments() == set()
 
 
 def _process_map_of(it):

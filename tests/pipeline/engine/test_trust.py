@@ -17,10 +17,11 @@ import textwrap
 import threading
 
 import numpy as np
-import psutil
 import pytest
 
 from jaxfeed.pipeline import AUTOTUNE, Dataset, Options, errors
+
+from engine_test_helpers import map_workers
 
 HANG_GUARD_SECONDS = 60  # generous: only a hang takes this long
 
@@ -175,17 +176,6 @@ def sleepy(x):
     time.sleep(0.02)
     return x
 
-
-def map_workers():
-    """This process's map workers: children of the forkserver, or direct children but the resource tracker."""
-    out = []
-    for child in psutil.Process().children():
-        command = " ".join(child.cmdline())
-        if "forkserver" in command:
-            out.extend(child.children())
-        elif "resource_tracker" not in command:
-            out.append(child)
-    return out
 
 
 def test_ignore_errors_ends_with_a_worker_killed_from_outside():
