@@ -36,15 +36,13 @@ from __future__ import annotations
 import contextlib
 import operator
 
-import numpy as np
-
 from .. import structure
 from .base import Iterator
 from ..engine.blocks import Failure
 from ..engine.rows import RowQueue
 from .batch import stack_fast
 from .flat_map import open_inner
-from .woven_rounds import WovenRounds
+from .woven_rounds import WovenRounds, weave_leaves
 
 READ_AHEAD = 256  # elements per read of an inner iterator (at least block_length)
 READ_ROWS = 1024  # ...and rows per read of one that hands out stacked rows (columns: no Python object per
@@ -432,18 +430,7 @@ class SlotCycle(Iterator):
         parts = [slot.columns.take_leaves(n)[1] for slot in order]
         for slot in order:
             self._consumed(slot)
-        leaves = []
-        for j, (dtype, tail) in enumerate(layout):
-            out = np.empty((n * C,) + tail, dtype)
-            if B == 1:  # slot i's rows go to rows i, i + C, ...: one strided copy per slot
-                for i, part in enumerate(parts):
-                    out[i::C] = part[j]
-            else:  # row (r, i, b): round r, slot i, b-th row of the visit
-                view = out.reshape((rounds, C * B) + tail)
-                for i, part in enumerate(parts):
-                    view[:, i * B:(i + 1) * B] = part[j].reshape((rounds, B) + tail)
-            leaves.append(out)
-        return structure.pack_as(template, leaves), n * C
+        return structure.pack_as(template, weave_leaves(parts, layout, rounds, B)), n * C
 
     # ------------------------------------------------------------------ state
     def _open_slots(self) -> list:

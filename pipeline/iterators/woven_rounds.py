@@ -36,18 +36,8 @@ class WovenRounds:
         self.pieces = [slot.columns.front() for slot in slots]
         self.starts = [piece[2] for piece in self.pieces]
         self.template = template
-        leaves = []
-        for j, (dtype, tail) in enumerate(layout):
-            out = np.empty((n * C,) + tail, dtype)
-            if B == 1:  # slot i's rows go to rows i, i + C, ...: one strided copy per slot
-                for i, (piece, start) in enumerate(zip(self.pieces, self.starts)):
-                    out[i::C] = piece[1][j][start:start + n]
-            else:  # row (r, i, b): round r, slot i, b-th row of the visit
-                view = out.reshape((rounds, C * B) + tail)
-                for i, (piece, start) in enumerate(zip(self.pieces, self.starts)):
-                    view[:, i * B:(i + 1) * B] = piece[1][j][start:start + n].reshape((rounds, B) + tail)
-            leaves.append(out)
-        self.leaves = leaves
+        parts = [[leaf[start:start + n] for leaf in piece[1]] for piece, start in zip(self.pieces, self.starts)]
+        self.leaves = weave_leaves(parts, layout, rounds, B)
 
     def stands(self, c: int, slots: list) -> bool:
         """Whether the slots (the cycle's, at position ``c``) still hold this block's next rows at their fronts."""
@@ -78,3 +68,23 @@ class WovenRounds:
 
     def done(self) -> bool:
         return self.taken == self.rounds
+
+
+def weave_leaves(parts: list, layout: list, rounds: int, block_length: int) -> list:
+    """The slots' rows in the slot model's order, one new array per leaf: ``parts[i]`` is slot ``i``'s leaves
+    (in cycle order from the current slot), each ``rounds * block_length`` rows; ``layout`` their
+    ``(dtype, row shape)``. One strided copy per leaf and slot."""
+    B, C = block_length, len(parts)
+    n = rounds * B
+    leaves = []
+    for j, (dtype, tail) in enumerate(layout):
+        out = np.empty((n * C,) + tail, dtype)
+        if B == 1:  # slot i's rows go to rows i, i + C, ...
+            for i, part in enumerate(parts):
+                out[i::C] = part[j]
+        else:  # row (r, i, b): round r, slot i, b-th row of the visit
+            view = out.reshape((rounds, C * B) + tail)
+            for i, part in enumerate(parts):
+                view[:, i * B:(i + 1) * B] = part[j].reshape((rounds, B) + tail)
+        leaves.append(out)
+    return leaves
