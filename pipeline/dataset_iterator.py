@@ -111,6 +111,7 @@ class DatasetIterator:
         self._it = build_tree(root, self._ctx, dataset._learned)
         if state is not None:
             _restore_tree(self._it, state["root"])
+        self._it.judge_consumer()
         if effective.experimental_warm_start:
             _start_ahead(self._it)
 
@@ -172,6 +173,7 @@ class DatasetIterator:
             self._ctx.iteration = iteration
             self._it.close()
             self._it = self._ctx.build(self.graph)
+            self._it.judge_consumer()
         _restore_tree(self._it, state["root"])
         if self._ctx.options.experimental_warm_start:
             _start_ahead(self._it)

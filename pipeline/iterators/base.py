@@ -104,6 +104,10 @@ class Iterator:
         """Start this stage's background work now rather than at the first ``next``
         (``Options.experimental_warm_start``). Stages with no background work have nothing to start."""
 
+    def judge_consumer(self, on: bool = True) -> None:
+        """This iterator is the pipeline's output stage, read by the user's loop (``DatasetIterator``): a stage
+        whose thread only pays when that loop works between calls serves on demand while it does not
+        (prefetch: ``engine/overlap.py``). ``on=False`` undoes it. Other stages have nothing to judge."""
     def children(self) -> list["Iterator"]:
         return []
 

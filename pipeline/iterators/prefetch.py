@@ -10,6 +10,13 @@ AUTOTUNE sizing: the buffer starts at 2 elements and doubles (up to ``MAX_AUTOTU
 ``Options.autotune.ram_budget`` bytes, estimated from the first element) when the consumer finds it empty
 although the producer had filled it since the last growth: a bursty producer that keeps up on average.
 A producer that is simply slower never fills it, and its buffer stays small (see ``autotune.py``).
+
+The pipeline's output prefetch is judged by its consumer (``judge_consumer``, under AUTOTUNE): while the
+consumer does next to nothing between calls there is nothing for the thread to overlap with, so the producer
+parks and each call reads the input on the consumer's thread (*on demand*); once the consumer works between
+calls the producer runs again (``engine/overlap.py``). The input is read under ``_input_lock`` in both modes,
+and the producer appends what it read before releasing that lock, so the order is the input's whichever
+thread reads.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from __future__ import annotations
 import collections
 import threading
 
-from ..engine import autotune
+from ..engine import autotune, overlap
 from .base import Iterator, count_held, finalizing
 from ..engine.blocks import Failure
 from ..engine.thread_start import join_started, start_soon
@@ -50,6 +57,13 @@ class PrefetchIterator(Iterator):
         self._consumer_waiting = False
         self._first_served = False
         self._on_caller = False  # an outer stage's thread runs this one's input (``serve_on_caller``)
+        # on demand (``judge_consumer``): the producer is parked and calls read the input on the consumer's thread
+        self._judge: overlap.OverlapJudge | None = None
+        self._parked = False
+        self._t_out: float | None = None  # when the last call that refilled ``_local`` returned
+        self._grabbed = 0  # elements that call moved into ``_local``
+        self._make_seconds = 0.0  # the producer's time inside its input, and the elements it got there
+        self._made = 0
 
     def _start(self, soon: bool = False):
         self._thread = threading.Thread(target=self._produce, name="jaxfeed-prefetch", daemon=True)
@@ -77,7 +91,7 @@ class PrefetchIterator(Iterator):
     def _produce(self):
         while True:
             with self._cond:
-                while not self._stop and len(self._buf) >= self.capacity:
+                while not self._stop and (self._parked or len(self._buf) >= self.capacity):
                     self._cond.wait()
                 if self._stop:
                     return
@@ -85,6 +99,10 @@ class PrefetchIterator(Iterator):
             with self._input_lock:
                 if self._stop:
                     return
+                if self._parked:  # parked meanwhile: the consumer reads the input now
+                    continue
+                timed = self._judge is not None
+                t0 = overlap.clock() if timed else 0.0
                 try:
                     block = self.input.next_many(min(room, CHUNK))
                 except Exception as e:  # noqa: BLE001 - delivered to the consumer in order
@@ -92,18 +110,23 @@ class PrefetchIterator(Iterator):
                 except BaseException as e:  # noqa: BLE001 - never leave the consumer waiting
                     block = [Failure(e)]
                     self._stop = True
-            with self._cond:
-                if not block:
-                    self._ended = True
-                    self._buf.append(_END)
+                if timed:
+                    self._make_seconds += overlap.clock() - t0
+                    self._made += len(block)
+                # appended before the input lock goes: a consumer reading on demand takes that lock and then
+                # finds this block in the buffer, ahead of what it reads itself
+                with self._cond:
+                    if not block:
+                        self._ended = True
+                        self._buf.append(_END)
+                        self._cond.notify_all()
+                        return
+                    if not self._element_bytes and self._autotune and type(block[0]) is not Failure:
+                        self._element_bytes = autotune.element_bytes(block[0])
+                    self._buf.extend(block)
+                    if len(self._buf) >= self.capacity and not self._consumer_waiting:
+                        self._filled = True  # it got ahead of the consumer
                     self._cond.notify_all()
-                    return
-                if not self._element_bytes and self._autotune and type(block[0]) is not Failure:
-                    self._element_bytes = autotune.element_bytes(block[0])
-                self._buf.extend(block)
-                if len(self._buf) >= self.capacity and not self._consumer_waiting:
-                    self._filled = True  # it got ahead of the consumer
-                self._cond.notify_all()
 
     def _first_here(self, n):
         """The first call is served on the consumer thread, and the producer starts after it: the first
@@ -166,10 +189,85 @@ class PrefetchIterator(Iterator):
                 self._grab()
             else:
                 self._first_here(n)
+        elif self._judge is not None:
+            self._judged_refill(n)
         elif self._thread is None and not self._first_served and not self._buf:
             self._first_here(n)
         else:
             self._grab()
+
+    # ------------------------------------------------------------------ on demand (engine/overlap.py)
+    def judge_consumer(self, on: bool = True) -> None:
+        """This prefetch is the pipeline's output stage, read by the user's loop: serve on demand while that
+        loop does next to nothing between calls (AUTOTUNE only; ``Options.autotune.enabled=False`` keeps the
+        thread). ``on=False`` keeps the thread for good (a reader that takes turns among several pipelines:
+        each one's time away is the others' time)."""
+        if on and autotune.enabled(self.ctx.options):
+            if self._judge is None:
+                self._judge = overlap.OverlapJudge()
+        else:
+            self._judge = None
+            self._unpark()
+
+    @property
+    def executor_decision(self):
+        """Where this prefetch reads its input, once its judge has an opinion (shown by ``stats()``)."""
+        judge = self._judge
+        return None if judge is None or judge.last_ratio is None else judge.describe("element")
+
+    def _judged_refill(self, n):
+        judge = self._judge
+        if judge.on_demand:
+            self._serve_on_demand(n, judge)
+            return
+        t_in = overlap.clock()
+        if self._thread is None and not self._first_served and not self._buf:
+            self._first_here(n)
+        else:
+            if self._t_out is not None and self._made:
+                making = self._make_seconds / self._made * self._grabbed
+                if judge.observe(t_in - self._t_out, making):  # the consumer does next to nothing: park
+                    with self._cond:
+                        self._parked = True
+                    self._t_out = None
+                    self._serve_on_demand(n, judge)
+                    return
+            self._grab()
+        self._grabbed = len(self._local)
+        self._t_out = overlap.clock()
+
+    def _serve_on_demand(self, n, judge):
+        """Read on the consumer's thread: what the parked producer had buffered first, then the input."""
+        t_in = overlap.clock()
+        local = self._local
+        with self._input_lock:  # (the producer re-checks ``_parked`` under this lock before it reads)
+            if self._buf:
+                with self._cond:
+                    local.extend(self._buf)
+                    self._buf.clear()
+                self._t_out = None  # made by the thread: no observation
+                return
+            try:
+                block = self.input.next_many(max(1, min(n, CHUNK)))
+            except Exception as e:  # noqa: BLE001 - delivered in order
+                block = [Failure(e)]
+        if not block:
+            self._ended = True
+            block = [_END]
+        local.extend(block)
+        t_out = overlap.clock()
+        if self._t_out is not None and judge.observe(t_in - self._t_out, t_out - t_in):
+            self._unpark()  # the consumer works between calls now: the thread can hide production again
+            t_out = None
+        self._t_out = t_out
+
+    def _unpark(self):
+        if not self._parked:
+            return
+        with self._cond:
+            self._parked = False
+            self._make_seconds, self._made = 0.0, 0
+            self._cond.notify_all()
 
     def _wait_for_items(self):
         if self._thread is None:
@@ -260,6 +358,8 @@ class PrefetchIterator(Iterator):
         self.capacity = capacity
         self._stop = False
         self._thread = None
+        self._t_out = None  # (no observation across a restore; the judge keeps its mode)
+        self._make_seconds, self._made = 0.0, 0
         if self._ended:  # nothing left to produce: never start a thread
             self._thread = _NO_THREAD
 

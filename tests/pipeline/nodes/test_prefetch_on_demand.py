@@ -1,0 +1,186 @@
+"""The output prefetch serves on demand while its consumer does next to nothing between calls
+(iterators/prefetch.py, engine/overlap.py). Time is a fake, per-thread clock: a stage's work and the
+consumer's work advance only their own thread's time, however fast or loaded the machine is."""
+
+import random
+import threading
+
+import pytest
+
+from jaxfeed.pipeline import AUTOTUNE, Dataset, Options
+from jaxfeed.pipeline.engine import overlap
+
+N = 300
+
+
+class ThreadClock:
+    """Seconds of work done on the calling thread (``work``), read by ``overlap.clock``."""
+
+    def __init__(self):
+        self._local = threading.local()
+
+    def __call__(self):
+        return getattr(self._local, "now", 0.0)
+
+    def work(self, seconds):
+        self._local.now = self() + seconds
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    c = ThreadClock()
+    monkeypatch.setattr(overlap, "clock", c)
+    return c
+
+
+def pipeline(clock, made_on, n=N, cost=1.0, options=None):
+    """range(n) -> map (records the thread that made each element, costs ``cost``) -> prefetch(AUTOTUNE)."""
+
+    def make(x):
+        made_on[int(x)] = threading.current_thread()
+        clock.work(cost)
+        return x
+
+    ds = Dataset.range(n).map(make).prefetch(AUTOTUNE)
+    return ds.with_options(options) if options is not None else ds
+
+
+def consume(it, clock, away):
+    """Every element, working ``away(i)`` seconds of fake time after element i."""
+    out = []
+    for i, x in enumerate(it):
+        out.append(int(x))
+        clock.work(away(i))
+    return out
+
+
+def on_consumer(made_on, indices):
+    here = threading.current_thread()
+    return [made_on[i] is here for i in indices]
+
+
+def test_a_consumer_that_does_nothing_between_calls_gets_elements_read_on_its_own_thread(clock):
+    made_on = {}
+    it = iter(pipeline(clock, made_on))
+    assert consume(it, clock, away=lambda i: 0.0) == list(range(N))
+    assert all(on_consumer(made_on, range(N - 100, N)))  # after a window or so, no thread hand-off
+    assert it.root_iterator.executor_decision.startswith("on demand")
+
+
+def test_a_consumer_that_works_between_calls_keeps_the_producer_thread(clock):
+    made_on = {}
+    it = iter(pipeline(clock, made_on))
+    assert consume(it, clock, away=lambda i: 1.0) == list(range(N))
+    assert on_consumer(made_on, [0]) == [True]  # the first call is served here (time to first batch)
+    assert not any(on_consumer(made_on, range(1, N)))
+    assert it.root_iterator.executor_decision.startswith("thread")
+
+
+def test_the_producer_thread_comes_back_when_the_consumer_starts_working(clock):
+    made_on = {}
+    it = iter(pipeline(clock, made_on, n=2 * N))
+    assert consume(it, clock, away=lambda i: 0.0 if i < N else 1.0) == list(range(2 * N))
+    assert all(on_consumer(made_on, range(N - 100, N)))
+    assert not any(on_consumer(made_on, range(2 * N - 100, 2 * N)))
+    assert it.root_iterator.executor_decision.startswith("thread (back from on demand")
+
+
+def test_autotune_off_keeps_the_thread(clock):
+    options = Options()
+    options.autotune.enabled = False
+    made_on = {}
+    assert consume(iter(pipeline(clock, made_on, options=options)), clock, away=lambda i: 0.0) == list(range(N))
+    assert not any(on_consumer(made_on, range(1, N)))
+
+
+def test_only_the_output_prefetch_is_judged(clock):
+    # an inner prefetch's consumer is the stage above it (here a map): left as it was
+    made_on = {}
+
+    def make(x):
+        made_on[int(x)] = threading.current_thread()
+        clock.work(1.0)
+        return x
+
+    ds = Dataset.range(N).map(make).prefetch(AUTOTUNE).map(lambda x: x)
+    assert consume(iter(ds), clock, away=lambda i: 0.0) == list(range(N))
+    assert not any(on_consumer(made_on, range(1, N)))
+
+
+class Flipping:
+    """A judge that changes its mind at every call: the producer parks and runs again all the time."""
+
+    def __init__(self, window=1):
+        self.on_demand, self.moves, self.last_ratio = False, 0, 0.0
+        self._rng = random.Random(7)
+
+    def observe(self, away, making):
+        if self._rng.random() < 0.5:
+            self.on_demand = not self.on_demand
+            self.moves += 1
+            return True
+        return False
+
+    def describe(self, what="element"):
+        return "on demand" if self.on_demand else "thread"
+
+
+def test_order_errors_and_state_hold_while_the_mode_keeps_changing(monkeypatch):
+    # real threads and the real clock; the producer and the consumer race at every change of mode
+    monkeypatch.setattr(overlap, "OverlapJudge", Flipping)
+
+    def bad_at_multiples_of_97(x):
+        if x % 97 == 0 and x:
+            raise ValueError(f"bad {int(x)}")
+        return x
+
+    unprefetched = Dataset.range(2000).map(bad_at_multiples_of_97).batch(3)
+    ds = unprefetched.prefetch(AUTOTUNE)
+
+    def run(it):
+        got, failures = [], []
+        while True:
+            try:
+                got.append(next(it).tolist())
+            except ValueError as e:
+                failures.append(str(e))
+            except StopIteration:
+                return got, failures
+
+    expected, failures = run(iter(unprefetched))
+    assert len(failures) == 20
+    for _ in range(3):
+        assert run(iter(ds)) == (expected, failures)
+
+    rng = random.Random(3)
+    for _ in range(5):  # save at a random point while the mode keeps changing, restore into a fresh iterator
+        it = iter(ds)
+        got = []
+        stop = rng.randrange(20, 600)
+        while len(got) < stop:
+            try:
+                got.append(next(it).tolist())
+            except ValueError:
+                pass
+        state = it.get_state()
+        rest = iter(ds)
+        rest.set_state(state)
+        tail = []
+        for _ in range(40):
+            try:
+                tail.append(next(rest).tolist())
+            except ValueError:
+                pass
+        assert got + tail == expected[:len(got) + len(tail)]
+        it.close()
+        rest.close()
+
+
+def test_stats_name_where_the_output_prefetch_reads(clock):
+    options = Options()
+    options.experimental_statistics = True
+    made_on = {}
+    it = iter(pipeline(clock, made_on, options=options))
+    consume(it, clock, away=lambda i: 0.0)
+    report = str(it.stats())
+    assert "executor of Prefetch" in report and "on demand" in report
