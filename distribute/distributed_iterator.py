@@ -29,8 +29,17 @@ not two), reading ahead into that prefetch's buffer while its queue of steps (``
 dense step (every replica a full piece) is joined without the
 padding walk, and a step's numeric components go to the devices in one placement call.
 
+That thread only pays when the consumer works between its calls (a training step waited for, or a logging
+loop): its steps are made while the consumer is away. A consumer that does next to nothing between calls (a
+loop that drains the iterator, an evaluation loop whose device work runs asynchronously) gains nothing from it
+and pays every hand-off -- 100-150 us of CPU per step on 2 cores, as much as the whole placement. So the
+iterator serves *on demand* while the consumer's time away stays under a tenth of the time a step takes to
+make, and starts its thread again once it passes three tenths (``pipeline/engine/overlap.py``, measured on
+the consumer's calls and the thread's steps; ``iterator.feed_decision`` says which). Steps the thread had
+prepared are delivered first; values, order and state are the same either way.
+
 ``get_state()`` stops it and returns ``{"version": 1, "workers": [<DatasetIterator state>, ...], "buffered":
-[<steps read but not yet delivered>], "step": <steps delivered>, ...}`` (an ``experimental_distribute_dataset``
+[<steps read but not yet delivered, an error among them as a Failure>], "step": <steps delivered>, ...}`` (an ``experimental_distribute_dataset``
 iterator adds its ``layout`` and the elastic global state it started from); the buffered steps are host numpy
 data and are delivered first after ``set_state``, so nothing is lost or repeated.
 
@@ -49,6 +58,8 @@ import numpy as np
 
 from jaxfeed.pipeline import structure as st
 from jaxfeed.pipeline.dataset_iterator import Optional
+from jaxfeed.pipeline.engine import overlap
+from jaxfeed.pipeline.engine.blocks import Failure
 from jaxfeed.pipeline.errors import InvalidArgumentError, OutOfRangeError
 
 from . import lifetime, prefetch_takeover
@@ -78,6 +89,16 @@ def _synchronous_reason(datasets):
     return None
 
 
+def _saved_step(host):
+    """A step read ahead, as the state keeps it: host data, None (the end), or the error the step raised (a
+    ``Failure``, delivered again at its place after a restore -- an error read ahead is never dropped)."""
+    if host is None:
+        return None
+    if isinstance(host, tuple):  # ("error", exception)
+        return Failure(host[1])
+    return {"leaves": list(host["leaves"]), "sizes": list(host["sizes"]), "cap": int(host["cap"])}
+
+
 class DistributedIterator:
     """Yields one ``PerReplica`` step at a time; see the module docstring (state, padding, prefetch)."""
 
@@ -94,6 +115,18 @@ class DistributedIterator:
         self._queue = None
         self._thread = None
         self._stop = threading.Event()
+        # on demand while the consumer does next to nothing between calls (see the module docstring)
+        self._judge = overlap.OverlapJudge()
+        self._t_out = None  # when the last step went to the consumer
+        self._output = None  # a single pipeline's output prefetch
+        self._make_seconds, self._made = 0.0, 0  # the thread's time making steps, and the steps
+        if len(self._its) > 1:  # this iterator takes turns among the pipelines: each one's output prefetch
+            for it in self._its:  # would see the others' time as its consumer's work; they keep their threads
+                it.root_iterator.judge_consumer(False)
+        else:  # the pipeline's output prefetch (under the stages distribution adds) judges whoever reads it
+            self._output = prefetch_takeover.output_prefetch(self._its[0].root_iterator)  # (with its own thread)
+            if self._output is not None:
+                self._output.judge_consumer(True)
         self._delivered = 0
         self._read = 0  # host steps assembled (key for the workers' agreement)
         self._exhausted = False
@@ -110,6 +143,7 @@ class DistributedIterator:
         # that thread, unless it got its own thread back since: see prefetch_takeover.py)
         self.took_over_prefetch = False
         self._read_ahead = None
+        self._taken = None  # the pipeline's output prefetch this iterator's thread reads (prefetch_takeover.py)
         self.synchronous_reason = _synchronous_reason(dds._datasets)
         if self.synchronous_reason is not None:
             _det_logger.info("distributed iterator: steps are read on the consumer's thread, no prefetch thread "
@@ -251,13 +285,17 @@ class DistributedIterator:
                 break
 
     def _producer(self):
+        clock = overlap.clock
         try:
             while not self._stop.is_set():
                 self._free_retired()
+                t0 = clock()
                 host = self._host_step()
                 item = ("end", None) if host is None else ("step", host)
                 if item[0] == "step" and self._dds._options.experimental_fetch_to_device:
                     item = ("step", host, self._to_device(host))
+                self._make_seconds += clock() - t0
+                self._made += 1
                 if not self._queue.put(item, self._stop, while_full=self._read_ahead):
                     if host is not None:  # stopped while the queue was full: the host step is kept
                         self._buffered.append(host)
@@ -273,7 +311,10 @@ class DistributedIterator:
         # this thread reads the pipeline: its own output prefetch would be a second hand-off per step; while
         # the steps' buffer is full, this thread reads ahead into that prefetch's buffer instead
         taken = prefetch_takeover.take_over(self._its)
+        if self._output is not None:
+            self._output.new_reader()
         self.took_over_prefetch = taken is not None
+        self._taken = taken
         self._read_ahead = None if taken is None else taken.read_ahead
         self._stop.clear()
         self._queue = StepQueue(n)
@@ -315,14 +356,51 @@ class DistributedIterator:
             return ("step", host, self._to_device(host))
         if (self._dds._options.experimental_per_replica_buffer_size == 0 or self.synchronous_reason is not None
                 or lifetime.exiting()):
-            host = self._host_step()
-            return ("end", None) if host is None else ("step", host, self._to_device(host))
+            return self._step_here()
+        judge = self._judge
+        t_in = overlap.clock()
+        if judge.on_demand:
+            # a step from what the thread had read ahead into the pipeline's prefetch costs next to nothing
+            # here: it tells nothing about making steps
+            made_here = self._taken is None or not self._taken.holds_elements()
+            item = self._step_here()
+            t_out = overlap.clock()
+            if made_here and self._t_out is not None and judge.observe(t_in - self._t_out, t_out - t_in):
+                t_out = None  # the consumer works between calls now: the next call starts the thread
+                self._make_seconds, self._made = 0.0, 0
+            self._t_out = t_out
+            return item
         if self._thread is None:
             self._start()
+        elif self._t_out is not None and self._made and \
+                judge.observe(t_in - self._t_out, self._make_seconds / self._made):
+            # the consumer does next to nothing between calls: the thread's hand-off only costs
+            self._halt()  # (the steps it had prepared are delivered first, in order)
+            if self._output is not None:  # the consumer's thread reads the pipeline's output prefetch too (its
+                self._output.new_reader()  # own thread, if it got it back, parks: it would overlap nothing)
+                self._taken = prefetch_takeover.take_over(self._its, park=True)
+                self.took_over_prefetch = self._taken is not None
+            self._t_out = None
+            return self._next_item()
         item = self._queue.get()
         if item[0] == "step" and len(item) == 2:
             item = ("step", item[1], self._to_device(item[1]))
+        self._t_out = overlap.clock()
         return item
+
+    def _step_here(self):
+        """The next step made on the consumer's thread."""
+        host = self._host_step()
+        return ("end", None) if host is None else ("step", host, self._to_device(host))
+
+    @property
+    def feed_decision(self) -> str:
+        """Where the steps are made: "thread" or "on demand", and why (``pipeline/engine/overlap.py``)."""
+        if self.synchronous_reason is not None:
+            return f"on demand (determinism: {self.synchronous_reason} is stateful)"
+        if self._dds._options.experimental_per_replica_buffer_size == 0:
+            return "on demand (experimental_per_replica_buffer_size=0)"
+        return self._judge.describe("step")
 
     # ------------------------------------------------------------------ protocol
     def __iter__(self):
@@ -375,9 +453,7 @@ class DistributedIterator:
     def get_state(self) -> dict:
         self._halt()
         return {"version": STATE_VERSION, "workers": [it.get_state() for it in self._its],
-                "buffered": [None if h is None else {"leaves": list(h["leaves"]), "sizes": list(h["sizes"]),
-                                                      "cap": int(h["cap"])}
-                             for h in self._buffered if not isinstance(h, tuple)],
+                "buffered": [_saved_step(h) for h in self._buffered],
                 "template": None if self._template is None else st.flatten(self._template),
                 "step": self._delivered, "exhausted": self._exhausted,
                 **({} if self._dds.layout is None else {
@@ -395,7 +471,7 @@ class DistributedIterator:
         self._halt()
         for it, s in zip(self._its, state["workers"]):
             it.set_state(s)
-        self._buffered = collections.deque(state["buffered"])
+        self._buffered = collections.deque(("error", h.error) if type(h) is Failure else h for h in state["buffered"])
         if state.get("template") is not None:
             spec_like = self._dds._replica_spec
             self._template = st.pack_as(spec_like, [np.asarray(x) for x in state["template"]])

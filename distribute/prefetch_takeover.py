@@ -57,10 +57,10 @@ def output_prefetch(root):
     return it if isinstance(it, PrefetchIterator) else None
 
 
-def take_over(dataset_iterators):
+def take_over(dataset_iterators, park: bool = False):
     """Make the single pipeline's output prefetch (if any) read on its caller's thread; that
-    ``PrefetchIterator`` if it does, else None."""
+    ``PrefetchIterator`` if it does, else None. ``park``: also when its own thread has started (it parks)."""
     if len(dataset_iterators) != 1:
         return None
     prefetch = output_prefetch(dataset_iterators[0].root_iterator)
-    return prefetch if prefetch is not None and prefetch.serve_on_caller() else None
+    return prefetch if prefetch is not None and prefetch.serve_on_caller(park) else None

@@ -25,3 +25,29 @@ def _reset_global_seed():
         config._reset_for_tests()
     except (ImportError, AttributeError):
         pass
+
+
+class ThreadClock:
+    """Fake seconds of work done on the calling thread (``work``): a stage's work and its consumer's work
+    advance only their own thread's time, however fast or loaded the machine is."""
+
+    def __init__(self):
+        import threading
+
+        self._local = threading.local()
+
+    def __call__(self):
+        return getattr(self._local, "now", 0.0)
+
+    def work(self, seconds):
+        self._local.now = self() + seconds
+
+
+@pytest.fixture
+def thread_clock(monkeypatch):
+    """A ``ThreadClock`` in place of the clock the on-demand judges time calls with (engine/overlap.py)."""
+    from jaxfeed.pipeline.engine import overlap
+
+    clock = ThreadClock()
+    monkeypatch.setattr(overlap, "clock", clock)
+    return clock

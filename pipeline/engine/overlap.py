@@ -50,7 +50,10 @@ class OverlapJudge:
         self.last_ratio: float | None = None  # away / making over the last full window
 
     def observe(self, away: float, making: float) -> bool:
-        """Add one observation; True when it changed ``on_demand``."""
+        """Add one observation; True when it changed ``on_demand``. Nothing measured either way (a clock too
+        coarse for the call) tells nothing and is not counted."""
+        if away <= 0.0 and making <= 0.0:
+            return False
         self._n += 1
         self._away += away
         self._making += making
@@ -68,11 +71,6 @@ class OverlapJudge:
             return False
         self.moves += 1
         return True
-
-    def restart_window(self) -> None:
-        """Forget the observations of the window under way (after a mode change, whose first calls pay for the
-        change itself)."""
-        self._n, self._away, self._making = 0, 0.0, 0.0
 
     def describe(self, what: str = "element") -> str:
         ratio = "" if self.last_ratio is None else f", consumer away {100 * self.last_ratio:.0f}% of the time " \

@@ -76,14 +76,22 @@ class PrefetchIterator(Iterator):
         if self._thread is None and not self._on_caller:  # (not once the input ended: then it is _NO_THREAD)
             self._start()
 
-    def serve_on_caller(self) -> bool:
+    def serve_on_caller(self, park: bool = False) -> bool:
         """An outer stage that runs its own producer thread over this one (the distributed iterator's prefetch
         to the devices) takes this prefetch's place: from now on every call reads the input on the caller's
         thread, elements already buffered (a restored state) first, and no producer thread is started, so
         each element crosses one thread boundary instead of two. The state keeps its form. False (nothing
-        changed) when the producer thread has already started."""
+        changed) when the producer thread has already started, unless ``park``: then that thread parks (the
+        distributed iterator serving on demand: nothing overlaps for either thread)."""
+        if self._on_caller:
+            return True
         if self._thread is not None and self._thread is not _NO_THREAD:
-            return False
+            if not park:
+                return False
+            with self._cond:
+                self._parked = True
+            with self._input_lock:  # the block it may be reading is appended under this lock (served first);
+                pass  # it looks at ``_parked`` under it before reading again: from here on it stays parked
         self._on_caller = True
         self._filled = False  # (filled by the caller's read-ahead from now on: see _refill_local)
         return True
@@ -130,8 +138,13 @@ class PrefetchIterator(Iterator):
 
     def _first_here(self, n):
         """The first call is served on the consumer thread, and the producer starts after it: the first
-        elements come without a thread hand-off (time to first batch)."""
+        elements come without a thread hand-off (time to first batch). (Also every call served on the caller.)"""
         with self._input_lock:
+            if self._buf:  # the last block of a producer parked meanwhile (appended under this lock): first
+                with self._cond:
+                    self._local.extend(self._buf)
+                    self._buf.clear()
+                return
             try:
                 block = self.input.next_many(max(1, min(n, CHUNK)))
             except Exception as e:  # noqa: BLE001 - delivered in order
@@ -173,12 +186,24 @@ class PrefetchIterator(Iterator):
             self._filled = True  # it got ahead of the consumer
         return True
 
+    def new_reader(self) -> None:
+        """The thread that reads this prefetch changes (the distributed iterator starts or stops its own): no
+        observation of the consumer spans the change, and a read-ahead that stopped is no read-ahead falling
+        behind (the give-back in ``_refill_local``); what it read stays buffered."""
+        self._filled = False
+        self._t_out = None
+
+    def holds_elements(self) -> bool:
+        """Elements made earlier are waiting to be served (read ahead, or a restored state's)."""
+        return bool(self._local or self._buf)
+
     def _refill_local(self, n):
         """Fill ``_local``: the first call from the input here (``_first_here``), later ones from the buffer."""
         if self._on_caller:
-            if self._buf:  # elements read ahead (``read_ahead``, or a restored state), in order
-                self._local.extend(self._buf)
-                self._buf.clear()
+            if self._buf:  # elements read ahead (``read_ahead``, a restored state, a parked producer), in order
+                with self._cond:
+                    self._local.extend(self._buf)
+                    self._buf.clear()
             elif self._ended:
                 self._local.append(_END)
             elif self._filled:
@@ -186,7 +211,11 @@ class PrefetchIterator(Iterator):
                 # the input's work and its own on the same time slices (a training loop, on a busy machine,
                 # measured stalls 2-4x longer), so this prefetch gets its own thread back from now on
                 self._on_caller = False
-                self._grab()
+                if self._judge is not None and self._judge.on_demand:  # (its own judge keeps it parked)
+                    self._serve_on_demand(n, self._judge)
+                else:
+                    self._unpark()  # (parked when taken over after it had started)
+                    self._grab()
             else:
                 self._first_here(n)
         elif self._judge is not None:

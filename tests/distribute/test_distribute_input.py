@@ -449,3 +449,34 @@ def test_elastic_restore_refuses_states_at_different_steps_and_unsupported_pipel
         s2.experimental_distribute_dataset(unseeded).restore_elastic(states)
     with pytest.raises(FailedPreconditionError, match="needs DATA auto-sharding"):
         s2.experimental_distribute_dataset(off(Dataset.range(40).batch(4))).restore_elastic(states)
+
+
+def test_an_error_the_thread_read_ahead_is_kept_in_the_saved_state_and_raised_at_its_step():
+    # the prefetch thread made steps past a failing one; a state saved before that step is delivered must
+    # raise the error at its step after a restore (it used to be dropped from the state: the restored run went
+    # on as if the bad rows had never been there)
+    import time
+
+    from jaxfeed.pipeline import checkpoint
+
+    def bad_row_40(x):
+        if x == 40:
+            raise ValueError("bad row 40")
+        return x
+
+    s2 = strategy(2)
+    dds = s2.experimental_distribute_dataset(Dataset.range(160).map(bad_row_40).batch(16),
+                                             jd.InputOptions(experimental_per_replica_buffer_size=8))
+    it = iter(dds)
+    assert np.asarray(next(it).arrays).tolist() == list(range(16))
+    deadline = time.monotonic() + 30  # a hang guard: wait until the thread has read past the failing step
+    while len(it._queue._items) < 2:  # step 1 and the error (the thread stops at an error)
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    state = checkpoint.deserialize(checkpoint.serialize(it.get_state()))
+    it.close()
+    rest = iter(dds)
+    rest.set_state(state)
+    assert np.asarray(next(rest).arrays).tolist() == list(range(16, 32))
+    with pytest.raises(ValueError, match="bad row 40"):
+        next(rest)

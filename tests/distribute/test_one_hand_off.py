@@ -221,3 +221,25 @@ def test_a_prefetch_served_on_its_caller_keeps_its_state_form_and_resumes_exactl
     again = iter(Dataset.range(20).prefetch(2))
     again.set_state(state)
     assert [int(x) for x in again] == list(range(1, 20))
+
+
+def test_a_started_prefetch_taken_over_with_park_parks_its_thread_and_keeps_the_order():
+    # the distributed iterator serving on demand takes the pipeline's prefetch over even after that prefetch got
+    # its own thread (a give-back, a warm start): the thread parks, what it had read comes first, in order
+    made_on = {}
+
+    def record(x):
+        made_on[int(x)] = threading.current_thread()
+        return x
+
+    it = iter(Dataset.range(400).map(record).prefetch(4))
+    prefetch = it.root_iterator
+    prefetch.judge_consumer(False)  # (this test's consumer does nothing: keep the thread until parked here)
+    got = [int(next(it)) for _ in range(10)]
+    wait_until(lambda: isinstance(prefetch._thread, threading.Thread) and prefetch._thread.is_alive())
+    assert not prefetch.serve_on_caller()  # started: only with park
+    assert prefetch.serve_on_caller(park=True)
+    got += [int(x) for x in it]
+    assert got == list(range(400))
+    here = threading.current_thread()
+    assert all(made_on[i] is here for i in range(100, 400))  # well past what the thread had buffered

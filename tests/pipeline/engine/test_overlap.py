@@ -53,18 +53,12 @@ def test_the_window_stops_growing():
     assert judge.window == overlap.MAX_WINDOW
 
 
-def test_nothing_measured_to_make_counts_as_busy():
+def test_nothing_measured_either_way_is_not_counted_and_nothing_to_make_counts_as_busy():
     judge = OverlapJudge(window=2)
-    feed(judge, 2, away=0.0, making=0.0)
-    assert not judge.on_demand
-
-
-def test_restart_window_forgets_the_calls_under_way():
-    judge = OverlapJudge(window=4)
-    feed(judge, 3, away=1.0, making=1.0)
-    judge.restart_window()
-    feed(judge, 4, away=0.0, making=1.0)
-    assert judge.on_demand
+    assert not any(feed(judge, 5, away=0.0, making=0.0))
+    assert judge.last_ratio is None
+    feed(judge, 2, away=0.01, making=0.0)
+    assert judge.last_ratio == float("inf") and not judge.on_demand
 
 
 def test_describe_says_where_and_why():

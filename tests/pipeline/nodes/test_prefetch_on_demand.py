@@ -1,36 +1,15 @@
 """The output prefetch serves on demand while its consumer does next to nothing between calls
-(iterators/prefetch.py, engine/overlap.py). Time is a fake, per-thread clock: a stage's work and the
-consumer's work advance only their own thread's time, however fast or loaded the machine is."""
+(iterators/prefetch.py, engine/overlap.py). Time is the ``thread_clock`` fixture (tests/conftest.py): fake
+seconds of work per thread, however fast or loaded the machine is."""
 
 import random
 import threading
 
-import pytest
 
 from jaxfeed.pipeline import AUTOTUNE, Dataset, Options
 from jaxfeed.pipeline.engine import overlap
 
 N = 300
-
-
-class ThreadClock:
-    """Seconds of work done on the calling thread (``work``), read by ``overlap.clock``."""
-
-    def __init__(self):
-        self._local = threading.local()
-
-    def __call__(self):
-        return getattr(self._local, "now", 0.0)
-
-    def work(self, seconds):
-        self._local.now = self() + seconds
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    c = ThreadClock()
-    monkeypatch.setattr(overlap, "clock", c)
-    return c
 
 
 def pipeline(clock, made_on, n=N, cost=1.0, options=None):
@@ -59,51 +38,52 @@ def on_consumer(made_on, indices):
     return [made_on[i] is here for i in indices]
 
 
-def test_a_consumer_that_does_nothing_between_calls_gets_elements_read_on_its_own_thread(clock):
+def test_a_consumer_that_does_nothing_between_calls_gets_elements_read_on_its_own_thread(thread_clock):
     made_on = {}
-    it = iter(pipeline(clock, made_on))
-    assert consume(it, clock, away=lambda i: 0.0) == list(range(N))
+    it = iter(pipeline(thread_clock, made_on))
+    assert consume(it, thread_clock, away=lambda i: 0.0) == list(range(N))
     assert all(on_consumer(made_on, range(N - 100, N)))  # after a window or so, no thread hand-off
     assert it.root_iterator.executor_decision.startswith("on demand")
 
 
-def test_a_consumer_that_works_between_calls_keeps_the_producer_thread(clock):
+def test_a_consumer_that_works_between_calls_keeps_the_producer_thread(thread_clock):
     made_on = {}
-    it = iter(pipeline(clock, made_on))
-    assert consume(it, clock, away=lambda i: 1.0) == list(range(N))
+    it = iter(pipeline(thread_clock, made_on))
+    assert consume(it, thread_clock, away=lambda i: 1.0) == list(range(N))
     assert on_consumer(made_on, [0]) == [True]  # the first call is served here (time to first batch)
     assert not any(on_consumer(made_on, range(1, N)))
     assert it.root_iterator.executor_decision.startswith("thread")
 
 
-def test_the_producer_thread_comes_back_when_the_consumer_starts_working(clock):
+def test_the_producer_thread_comes_back_when_the_consumer_starts_working(thread_clock):
     made_on = {}
-    it = iter(pipeline(clock, made_on, n=2 * N))
-    assert consume(it, clock, away=lambda i: 0.0 if i < N else 1.0) == list(range(2 * N))
+    it = iter(pipeline(thread_clock, made_on, n=2 * N))
+    assert consume(it, thread_clock, away=lambda i: 0.0 if i < N else 1.0) == list(range(2 * N))
     assert all(on_consumer(made_on, range(N - 100, N)))
     assert not any(on_consumer(made_on, range(2 * N - 100, 2 * N)))
     assert it.root_iterator.executor_decision.startswith("thread (back from on demand")
 
 
-def test_autotune_off_keeps_the_thread(clock):
+def test_autotune_off_keeps_the_thread(thread_clock):
     options = Options()
     options.autotune.enabled = False
     made_on = {}
-    assert consume(iter(pipeline(clock, made_on, options=options)), clock, away=lambda i: 0.0) == list(range(N))
+    it = iter(pipeline(thread_clock, made_on, options=options))
+    assert consume(it, thread_clock, away=lambda i: 0.0) == list(range(N))
     assert not any(on_consumer(made_on, range(1, N)))
 
 
-def test_only_the_output_prefetch_is_judged(clock):
+def test_only_the_output_prefetch_is_judged(thread_clock):
     # an inner prefetch's consumer is the stage above it (here a map): left as it was
     made_on = {}
 
     def make(x):
         made_on[int(x)] = threading.current_thread()
-        clock.work(1.0)
+        thread_clock.work(1.0)
         return x
 
     ds = Dataset.range(N).map(make).prefetch(AUTOTUNE).map(lambda x: x)
-    assert consume(iter(ds), clock, away=lambda i: 0.0) == list(range(N))
+    assert consume(iter(ds), thread_clock, away=lambda i: 0.0) == list(range(N))
     assert not any(on_consumer(made_on, range(1, N)))
 
 
@@ -176,11 +156,11 @@ def test_order_errors_and_state_hold_while_the_mode_keeps_changing(monkeypatch):
         rest.close()
 
 
-def test_stats_name_where_the_output_prefetch_reads(clock):
+def test_stats_name_where_the_output_prefetch_reads(thread_clock):
     options = Options()
     options.experimental_statistics = True
     made_on = {}
-    it = iter(pipeline(clock, made_on, options=options))
-    consume(it, clock, away=lambda i: 0.0)
+    it = iter(pipeline(thread_clock, made_on, options=options))
+    consume(it, thread_clock, away=lambda i: 0.0)
     report = str(it.stats())
     assert "executor of Prefetch" in report and "on demand" in report
