@@ -5,7 +5,6 @@ seconds of work per thread, however fast or loaded the machine is."""
 import random
 import threading
 
-
 from jaxfeed.pipeline import AUTOTUNE, Dataset, Options
 from jaxfeed.pipeline.engine import overlap
 
