@@ -20,7 +20,9 @@ the number of a process map's workers given tasks):
    ``DOWN_AFTER`` seconds after a kept step (and from a starting value above one -- an AUTOTUNE interleave
    starts at two -- as soon as there is a base), a step *down* is probed the same way and kept if the rate
    stays within ``HOLD``: a step kept on a lucky window is taken back, and the knob settles where fewer
-   threads would do worse. The first ``WARMUP_WINDOWS`` windows (start-up) are never a base.
+   threads would do worse. A fused map and batch may step down to 0: its batches are then made on the
+   consumer's thread (its time making them counts as waiting, so a step back up is probed as from 1).
+   The first ``WARMUP_WINDOWS`` windows (start-up) are never a base.
 4. One probe at a time per iterator tree (a ``ProbeToken`` shared through the iterator context), so a rate
    change is blamed on the knob that moved.
 5. Tuning carries over from one epoch to the next. A ``Dataset`` keeps what its iterators' tuners learned
@@ -104,16 +106,21 @@ def learned_slot(ctx, node):
     return None if place is None else (store, (place, node.kind))
 
 
-def tuner_for(node, ctx, initial: int, maximum: int, clock=time.perf_counter) -> "Tuner":
+def tuner_for(node, ctx, initial: int, maximum: int, clock=time.perf_counter, minimum: int = 1) -> "Tuner":
     """The tuner of ``node``'s AUTOTUNE knob in ``ctx``'s tree: one probe at a time (the tree's token),
     starting from what the previous iterator of the same Dataset learned, if any."""
-    return Tuner(initial, maximum, clock=clock, token=probe_token(ctx), learned=learned_slot(ctx, node))
+    return Tuner(initial, maximum, clock=clock, token=probe_token(ctx), learned=learned_slot(ctx, node),
+                 minimum=minimum)
 
 
 class Tuner:
     def __init__(self, initial: int, maximum: int, grow=lambda v: v + 1, clock=time.perf_counter, token=None,
-                 learned=None):
+                 learned=None, minimum: int = 1):
         self._clock = clock
+        # the least value a step down may reach: 1 thread, or 0 for a stage that can run its work on its
+        # consumer's thread (the fused map and batch: a function that holds the GIL gains nothing from a
+        # thread and pays its hand-offs)
+        self.minimum = max(0, min(minimum, 1))
         self.value = max(1, min(initial, maximum))
         self.maximum = max(1, maximum)
         self._grow = grow
@@ -136,7 +143,7 @@ class Tuner:
         remembered = learned[0].get(learned[1]) if learned is not None else None
         if remembered is not None:
             value, self._retry_after, self._down_after = remembered
-            self.value = max(1, min(value, self.maximum))
+            self.value = max(self.minimum, min(value, self.maximum))
             self._retry_at = self._start + self._retry_after
             self._down_at = self._start + self._down_after
 
@@ -175,7 +182,7 @@ class Tuner:
         base = None if None in self._steady else sum(self._steady) / len(self._steady)
         if waited and self.value < self.maximum and now >= self._retry_at:
             self._begin(self._grow(self.value), base)
-        elif base is not None and self.value > 1 and now >= self._down_at:
+        elif base is not None and self.value > self.minimum and now >= self._down_at:
             self._begin(self.value - 1, base)  # a kept step may have been luck: see if fewer do as well
 
     def _begin(self, value, base):

@@ -369,3 +369,94 @@ def test_a_stalled_stage_is_still_judged():
         tuner.waited(0.005)
         tuner.tick()
     assert tuner.value > 1
+
+
+# ------------------------------------------------------------------- down to the consumer's thread
+def test_a_tuner_with_minimum_0_steps_down_to_no_thread_when_that_holds_the_rate(one_tick_windows):
+    # a function that holds the GIL: made on the consumer's thread, no hand-offs, it goes faster than on one
+    # worker thread; a step back up is probed while the consumer waits (it does all the work) and taken back
+    clock = FakeClock()
+    tuner = autotune.Tuner(1, 2, clock=clock, minimum=0)
+    gil_bound = lambda v: {0: 13_000, 1: 10_000, 2: 9_000}[v]
+    run_windows(tuner, clock, 20, rate_at=gil_bound)  # (a step up to 2 first: the consumer waits; taken back)
+    assert tuner.value == 0 and tuner.lowers == 1 and tuner.reverts == 1
+    run_windows(tuner, clock, int(4 * autotune.RETRY_AFTER / autotune.WINDOW), rate_at=gil_bound)
+    assert tuner.value == 0 and tuner.reverts >= 2 and tuner.raises == 0
+
+
+def test_a_tuner_with_minimum_0_keeps_a_thread_that_pays(one_tick_windows):
+    clock = FakeClock()
+    tuner = autotune.Tuner(1, 2, clock=clock, minimum=0)
+    overlaps = lambda v: {0: 6_000, 1: 10_000, 2: 10_500}[v]  # the thread overlaps the consumer's reading
+    run_windows(tuner, clock, 60, rate_at=overlaps)
+    assert tuner.value == 1 and tuner.lowers == 0
+
+
+def test_a_tuner_never_goes_below_one_by_default(one_tick_windows):
+    clock = FakeClock()
+    tuner = autotune.Tuner(1, 2, clock=clock)
+    run_windows(tuner, clock, 60, rate_at=lambda v: {0: 50_000, 1: 10_000, 2: 9_000}[v])
+    assert tuner.value == 1 and tuner.lowers == 0
+
+
+class ScriptedTuner:
+    """A tuner whose value follows ``values`` one delivered batch at a time (then stays at the last)."""
+
+    def __init__(self, values):
+        self.values, self.i = list(values), 0
+        self.value = self.values[0]
+
+    def waited(self, seconds):
+        pass
+
+    def tick(self, delivered=0):
+        self.i += 1
+        self.value = self.values[min(self.i, len(self.values) - 1)]
+
+    def close(self):
+        pass
+
+
+def test_a_fused_map_and_batch_at_0_makes_its_batches_on_the_consumer_and_yields_the_same(monkeypatch):
+    made_on = {}
+
+    def f(x):
+        made_on[int(x)] = threading.current_thread()
+        if x % 37 == 36:
+            raise ValueError(f"bad {int(x)}")
+        return x * 2
+
+    def run(ds):
+        got = []
+        it = iter(ds)
+        while True:
+            try:
+                got.append(next(it).tolist())
+            except ValueError as e:
+                got.append(str(e))
+            except StopIteration:
+                return got
+
+    expected = run(Dataset.range(600).map(f).batch(8))
+    values = [1, 1, 0, 0, 0, 2, 0, 1, 0] + [0, 2] * 20 + [0]
+    monkeypatch.setattr(autotune, "tuner_for", lambda *a, **k: ScriptedTuner(values))
+    ds = Dataset.range(600).map(f, num_parallel_calls=AUTOTUNE, executor="thread").batch(8)
+    assert run(ds) == expected
+    here = threading.current_thread()
+    assert all(made_on[x] is here for x in range(560, 600))  # the value stays at 0 from batch 50 on
+
+    # saved while the value keeps changing, restored into a fresh iterator: the same batches follow
+    for stop in (3, 17, 40):
+        monkeypatch.setattr(autotune, "tuner_for", lambda *a, **k: ScriptedTuner(values))
+        it = iter(ds)
+        head = []
+        while len(head) < stop:
+            try:
+                head.append(next(it).tolist())
+            except ValueError as e:
+                head.append(str(e))
+        state = it.get_state()
+        it.close()
+        rest = iter(ds)
+        rest.set_state(state)
+        assert head + run(rest) == expected
