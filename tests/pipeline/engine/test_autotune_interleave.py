@@ -298,3 +298,78 @@ def test_autotuned_interleave_with_errors_resumes_and_matches_sequential():
 
     assert values(make(AUTOTUNE)) == values(make(None))
     assert_resumes_everywhere(lambda: make(AUTOTUNE))
+
+
+def test_at_0_the_consumer_reads_every_slot_itself_and_the_order_holds_as_the_value_moves(monkeypatch):
+    # AUTOTUNE may step an interleave down to 0 readers (reads that hold the GIL cost less on the consumer):
+    # every read then runs on the consumer's thread; the order stays the sequential one while the value moves
+    # among 0, 1 and 2, errors and resumes included
+    read_on = {}
+
+    def inner(x):
+        def read(v):
+            read_on[int(x) * 100 + int(v)] = threading.current_thread()
+            if x == 5 and v == 3:
+                raise ValueError("bad read in slot 5")
+            return x * 100 + v
+
+        return Dataset.range(8).map(read)
+
+    script = iter([0] * 200 + [1, 2, 0, 2, 1, 0] * 40)
+
+    def scripted(self, delivered=0):
+        self.value = min(self.maximum, next(script, 0))
+
+    monkeypatch.setattr(autotune.Tuner, "tick", scripted)
+    base = Dataset.range(40)
+
+    def run(ds, limit=None):
+        out, it = [], iter(ds)
+        while limit is None or len(out) < limit:
+            try:
+                out.append(int(next(it)))
+            except ValueError as e:
+                out.append(str(e))
+            except StopIteration:
+                break
+        return out
+
+    sequential = run(base.interleave(inner, cycle_length=4, block_length=2))
+    parallel = base.interleave(inner, cycle_length=4, block_length=2, num_parallel_calls=AUTOTUNE) \
+        .with_options(options(cpus=2))
+    it = iter(parallel)
+    head = run(it, limit=180)  # the value is 0 from the first tick on, for 200 ticks
+    # slots opened after it went to 0 (the first ones may have been read by the readers started at first)
+    assert all(read_on[x * 100 + v] is threading.current_thread() for x in range(12, 20) for v in range(8))
+    assert root_iterator(it).parallelism == 0  # (the readers started at the first call are parked)
+    assert head + run(it) == sequential
+    assert run(iter(parallel)) == sequential
+    clean = base.interleave(lambda x: Dataset.range(8).map(lambda v: x * 100 + v), cycle_length=4, block_length=2,
+                            num_parallel_calls=AUTOTUNE).with_options(options(cpus=2))
+    assert_resumes_everywhere(lambda: clean, ks=[0, 7, 31, 77, 150])
+
+
+def test_an_iterator_that_starts_at_0_never_starts_a_reader_until_the_tuner_wants_one(monkeypatch):
+    # the next epoch starts from what the last one learned: at 0, the consumer reads every slot and no reader
+    # thread is started; when the tuner steps up again, readers start and the order still holds
+    def learned_zero(self, delivered=0):
+        self.value = 0
+        self._remember()
+
+    monkeypatch.setattr(autotune.Tuner, "tick", learned_zero)
+    base = Dataset.range(30)
+    sequential = values(base.interleave(slow_inner, cycle_length=4, block_length=2))
+    ds = base.interleave(slow_inner, cycle_length=4, block_length=2, num_parallel_calls=AUTOTUNE) \
+        .with_options(options(cpus=2))
+    assert values(ds) == sequential  # this epoch learns 0
+    it = iter(ds)
+    assert root_iterator(it).parallelism == 0
+    assert [int(next(it)) for _ in range(40)] == sequential[:40]
+    assert not root_iterator(it)._threads  # no reader started
+
+    def step_up(self, delivered=0):
+        self.value = min(self.maximum, self.value + 1)
+
+    monkeypatch.setattr(autotune.Tuner, "tick", step_up)
+    assert [int(x) for x in it] == sequential[40:]
+    assert root_iterator(it)._threads  # readers started once wanted
