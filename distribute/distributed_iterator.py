@@ -478,6 +478,7 @@ class DistributedIterator:
         self._delivered = int(state["step"])
         self._exhausted = bool(state.get("exhausted", False))
         self._generation += 1
+        self._t_out = None  # (no observation of the consumer spans a restore; the judge keeps its mode)
 
     # ------------------------------------------------------------------ lifetime
     def close(self):

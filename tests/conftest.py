@@ -51,3 +51,52 @@ def thread_clock(monkeypatch):
     clock = ThreadClock()
     monkeypatch.setattr(overlap, "clock", clock)
     return clock
+
+
+class FlippingJudge:
+    """An on-demand judge that changes its mind at random calls (seeded): a producer thread parks and runs
+    again all the time, so order, errors and states are checked across many changes of mode."""
+
+    def __init__(self, window=1):
+        import random
+
+        self.on_demand, self.moves, self.last_ratio = False, 0, 0.0
+        self._rng = random.Random(7)
+
+    def observe(self, away, making):
+        if self._rng.random() < 0.5:
+            self.on_demand = not self.on_demand
+            self.moves += 1
+            return True
+        return False
+
+    def describe(self, what="element"):
+        return "on demand" if self.on_demand else "thread"
+
+
+@pytest.fixture
+def flipping_judge(monkeypatch):
+    """``FlippingJudge`` in place of ``engine/overlap.py``'s ``OverlapJudge`` for the stages built meanwhile."""
+    from jaxfeed.pipeline.engine import overlap
+
+    monkeypatch.setattr(overlap, "OverlapJudge", FlippingJudge)
+
+
+def _drain(it, limit=None, value=lambda x: x.tolist()):
+    """What ``it`` yields, ``value(x)`` for each element and the message of each ValueError in its place, up
+    to ``limit`` entries (all by default)."""
+    out = []
+    while limit is None or len(out) < limit:
+        try:
+            out.append(value(next(it)))
+        except ValueError as e:
+            out.append(str(e))
+        except StopIteration:
+            break
+    return out
+
+
+@pytest.fixture
+def drain():
+    """``_drain``: an iterator's elements with its errors in place (pipelines that fail at some elements)."""
+    return _drain

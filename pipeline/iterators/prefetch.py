@@ -136,15 +136,16 @@ class PrefetchIterator(Iterator):
                         self._filled = True  # it got ahead of the consumer
                     self._cond.notify_all()
 
-    def _first_here(self, n):
-        """The first call is served on the consumer thread, and the producer starts after it: the first
-        elements come without a thread hand-off (time to first batch). (Also every call served on the caller.)"""
+    def _read_here(self, n) -> bool:
+        """Read on the calling thread, under the input lock: what a producer parked meanwhile had appended (it
+        appends under that lock) goes to ``_local`` first, and False (nothing read); else one read of up to ``n``
+        elements (``_END`` at the input's end), and True."""
         with self._input_lock:
-            if self._buf:  # the last block of a producer parked meanwhile (appended under this lock): first
+            if self._buf:
                 with self._cond:
                     self._local.extend(self._buf)
                     self._buf.clear()
-                return
+                return False
             try:
                 block = self.input.next_many(max(1, min(n, CHUNK)))
             except Exception as e:  # noqa: BLE001 - delivered in order
@@ -152,8 +153,16 @@ class PrefetchIterator(Iterator):
         if not block:
             self._ended = True
             block = [_END]
-            self._thread = _NO_THREAD  # nothing left to produce
         self._local.extend(block)
+        return True
+
+    def _first_here(self, n):
+        """The first call is served on the consumer thread, and the producer starts after it: the first
+        elements come without a thread hand-off (time to first batch). (Also every call served on the caller.)"""
+        if not self._read_here(n):
+            return
+        if self._ended and self._thread is None:
+            self._thread = _NO_THREAD  # nothing left to produce
         # The producer starts now, so the buffer fills while the consumer works on what it got (a training
         # loop's first step: compiling, seconds), but on the starter thread: Thread.start() waits for the new
         # thread to run, and with other stages' threads busy that wait (for the GIL) took milliseconds here.
@@ -268,22 +277,9 @@ class PrefetchIterator(Iterator):
     def _serve_on_demand(self, n, judge):
         """Read on the consumer's thread: what the parked producer had buffered first, then the input."""
         t_in = overlap.clock()
-        local = self._local
-        with self._input_lock:  # (the producer re-checks ``_parked`` under this lock before it reads)
-            if self._buf:
-                with self._cond:
-                    local.extend(self._buf)
-                    self._buf.clear()
-                self._t_out = None  # made by the thread: no observation
-                return
-            try:
-                block = self.input.next_many(max(1, min(n, CHUNK)))
-            except Exception as e:  # noqa: BLE001 - delivered in order
-                block = [Failure(e)]
-        if not block:
-            self._ended = True
-            block = [_END]
-        local.extend(block)
+        if not self._read_here(n):
+            self._t_out = None  # made by the thread: no observation
+            return
         t_out = overlap.clock()
         if self._t_out is not None and judge.observe(t_in - self._t_out, t_out - t_in):
             self._unpark()  # the consumer works between calls now: the thread can hide production again

@@ -417,7 +417,7 @@ class ScriptedTuner:
         pass
 
 
-def test_a_fused_map_and_batch_at_0_makes_its_batches_on_the_consumer_and_yields_the_same(monkeypatch):
+def test_a_fused_map_and_batch_at_0_makes_its_batches_on_the_consumer_and_yields_the_same(monkeypatch, drain):
     made_on = {}
 
     def f(x):
@@ -427,15 +427,7 @@ def test_a_fused_map_and_batch_at_0_makes_its_batches_on_the_consumer_and_yields
         return x * 2
 
     def run(ds):
-        got = []
-        it = iter(ds)
-        while True:
-            try:
-                got.append(next(it).tolist())
-            except ValueError as e:
-                got.append(str(e))
-            except StopIteration:
-                return got
+        return drain(iter(ds))
 
     expected = run(Dataset.range(600).map(f).batch(8))
     values = [1, 1, 0, 0, 0, 2, 0, 1, 0] + [0, 2] * 20 + [0]
@@ -449,12 +441,7 @@ def test_a_fused_map_and_batch_at_0_makes_its_batches_on_the_consumer_and_yields
     for stop in (3, 17, 40):
         monkeypatch.setattr(autotune, "tuner_for", lambda *a, **k: ScriptedTuner(values))
         it = iter(ds)
-        head = []
-        while len(head) < stop:
-            try:
-                head.append(next(it).tolist())
-            except ValueError as e:
-                head.append(str(e))
+        head = drain(it, limit=stop)
         state = it.get_state()
         it.close()
         rest = iter(ds)

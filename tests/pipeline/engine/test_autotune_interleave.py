@@ -300,7 +300,7 @@ def test_autotuned_interleave_with_errors_resumes_and_matches_sequential():
     assert_resumes_everywhere(lambda: make(AUTOTUNE))
 
 
-def test_at_0_the_consumer_reads_every_slot_itself_and_the_order_holds_as_the_value_moves(monkeypatch):
+def test_at_0_the_consumer_reads_every_slot_itself_and_the_order_holds_as_the_value_moves(monkeypatch, drain):
     # AUTOTUNE may step an interleave down to 0 readers (reads that hold the GIL cost less on the consumer):
     # every read then runs on the consumer's thread; the order stays the sequential one while the value moves
     # among 0, 1 and 2, errors and resumes included
@@ -323,16 +323,8 @@ def test_at_0_the_consumer_reads_every_slot_itself_and_the_order_holds_as_the_va
     monkeypatch.setattr(autotune.Tuner, "tick", scripted)
     base = Dataset.range(40)
 
-    def run(ds, limit=None):
-        out, it = [], iter(ds)
-        while limit is None or len(out) < limit:
-            try:
-                out.append(int(next(it)))
-            except ValueError as e:
-                out.append(str(e))
-            except StopIteration:
-                break
-        return out
+    def run(it, limit=None):
+        return drain(iter(it), limit, value=int)
 
     sequential = run(base.interleave(inner, cycle_length=4, block_length=2))
     parallel = base.interleave(inner, cycle_length=4, block_length=2, num_parallel_calls=AUTOTUNE) \
