@@ -58,7 +58,7 @@ import numpy as np
 
 from jaxfeed.pipeline import structure as st
 from jaxfeed.pipeline.dataset_iterator import Optional
-from jaxfeed.pipeline.engine import overlap
+from jaxfeed.pipeline.engine import autotune, overlap
 from jaxfeed.pipeline.engine.blocks import Failure
 from jaxfeed.pipeline.errors import InvalidArgumentError, OutOfRangeError
 
@@ -115,8 +115,9 @@ class DistributedIterator:
         self._queue = None
         self._thread = None
         self._stop = threading.Event()
-        # on demand while the consumer does next to nothing between calls (see the module docstring)
-        self._judge = overlap.OverlapJudge()
+        # on demand while the consumer does next to nothing between calls (see the module docstring); under
+        # ``Options().autotune.enabled = False`` (on a pipeline) the thread always runs, as tf.distribute's
+        self._judge = overlap.OverlapJudge() if all(autotune.enabled(d.options()) for d in dds._datasets) else None
         self._t_out = None  # when the last step went to the consumer
         self._output = None  # a single pipeline's output prefetch
         self._make_seconds, self._made = 0.0, 0  # the thread's time making steps, and the steps
@@ -359,6 +360,10 @@ class DistributedIterator:
             return self._step_here()
         judge = self._judge
         t_in = overlap.clock()
+        if judge is None:  # (autotune off: the thread always)
+            if self._thread is None:
+                self._start()
+            return self._from_queue()
         if judge.on_demand:
             # a step from what the thread had read ahead into the pipeline's prefetch costs next to nothing
             # here: it tells nothing about making steps
@@ -382,10 +387,14 @@ class DistributedIterator:
                 self.took_over_prefetch = self._taken is not None
             self._t_out = None
             return self._next_item()
+        item = self._from_queue()
+        self._t_out = overlap.clock()
+        return item
+
+    def _from_queue(self):
         item = self._queue.get()
         if item[0] == "step" and len(item) == 2:
             item = ("step", item[1], self._to_device(item[1]))
-        self._t_out = overlap.clock()
         return item
 
     def _step_here(self):
@@ -400,6 +409,8 @@ class DistributedIterator:
             return f"on demand (determinism: {self.synchronous_reason} is stateful)"
         if self._dds._options.experimental_per_replica_buffer_size == 0:
             return "on demand (experimental_per_replica_buffer_size=0)"
+        if self._judge is None:
+            return "thread (autotune is off)"
         return self._judge.describe("step")
 
     # ------------------------------------------------------------------ protocol

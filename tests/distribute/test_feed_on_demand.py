@@ -99,3 +99,15 @@ def test_steps_errors_and_states_are_the_same_while_the_mode_keeps_changing(s4, 
         tail = run(rest)
         rest.close()
         assert head + tail == expected
+
+
+def test_autotune_off_keeps_the_thread(s4, thread_clock):
+    from jaxfeed.pipeline import Options
+
+    options = Options()
+    options.autotune.enabled = False
+    made_on = {}
+    it = iter(s4.experimental_distribute_dataset(recorded(thread_clock, made_on).with_options(options)))
+    assert len(drive(it, thread_clock, away=lambda i: 0.0)) == STEPS
+    assert not any(made_here(made_on, range(1, STEPS)))
+    assert it.feed_decision == "thread (autotune is off)"
