@@ -5,7 +5,8 @@ or a few, and then lets Python exit with the iterator's prefetch thread still ru
 KIND: "from_function" (issue 15's reproduction), "per_replica" (PER_REPLICA input, one pipeline per replica),
 "dataset" (experimental_distribute_dataset), "host" (experimental_fetch_to_device=False), "uncaught" (a
 training loop of ``run`` steps ended by an uncaught exception: exit status 1), "blocked_source" (the thread
-waits in a source that never answers), "consumer_thread" / "late_consumer_thread" (the main thread returns
+waits in a source that never answers), "on_demand" (a loop that only drains: steps made on the consumer's
+thread, the pipeline's prefetch thread parked), "consumer_thread" / "late_consumer_thread" (the main thread returns
 while a non-daemon thread iterates to the end: after its first step / at once), "multi_worker" (run under
 TF_CONFIG by the cluster harness: each worker takes a step and exits normally).
 """
@@ -86,6 +87,16 @@ def main(kind):
         threading.Thread(target=train, name="training-loop").start()
         if kind == "consumer_thread":
             started.wait()
+    elif kind == "on_demand":  # a loop that only drains: steps made on demand, the pipeline's prefetch parked
+        from jaxfeed.pipeline.engine import overlap
+
+        overlap.TO_DEMAND = overlap.TO_THREAD = float("inf")  # (on demand after one window, and for good)
+        it = iter(strategy.experimental_distribute_dataset(Dataset.range(100_000).repeat().batch(8).prefetch(-1)))
+        for _ in range(300):
+            next(it)
+        if not it.feed_decision.startswith("on demand"):
+            raise SystemExit(f"expected steps made on demand, got {it.feed_decision!r}")
+        print(it.feed_decision, flush=True)
     elif kind == "uncaught":
         dist = strategy.distribute_datasets_from_function(
             lambda c: Dataset.from_tensor_slices(np.arange(1000, dtype=np.float32)).repeat().batch(16))

@@ -24,9 +24,9 @@ HANG_GUARD_S = 180  # a hang guard only: a run takes a few seconds
 # run before the fix; the others cover the remaining iterator kinds (and the uncaught-exception exit).
 # "blocked_source": exit waits a bounded time for a thread stuck in its input pipeline, then goes on.
 # "consumer_thread", "late_consumer_thread": a non-daemon thread still iterating when the main thread returns
-# gets every step (nothing is halted under it).
+# gets every step (nothing is halted under it). "on_demand": a loop that only drains, its steps made on demand.
 KINDS = {"from_function": 0, "per_replica": 0, "dataset": 0, "host": 0, "uncaught": 1, "blocked_source": 0,
-         "consumer_thread": 0, "late_consumer_thread": 0}
+         "consumer_thread": 0, "late_consumer_thread": 0, "on_demand": 0}
 
 
 def run_exit_task(kind):

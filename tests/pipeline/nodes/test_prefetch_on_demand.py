@@ -121,3 +121,24 @@ def test_stats_name_where_the_output_prefetch_reads(thread_clock):
     consume(it, thread_clock, away=lambda i: 0.0)
     report = str(it.stats())
     assert "executor of Prefetch" in report and "on demand" in report
+
+
+def test_python_exits_cleanly_with_a_parked_producer_left_open():
+    import subprocess
+    import sys
+
+    script = (  # (on demand after one window and for good, however loaded the machine)
+        "from jaxfeed.pipeline import AUTOTUNE, Dataset\n"
+        "from jaxfeed.pipeline.engine import overlap\n"
+        "overlap.TO_DEMAND = overlap.TO_THREAD = float('inf')\n"
+        "it = iter(Dataset.range(10**8).map(lambda x: x + 1).batch(256).prefetch(AUTOTUNE))\n"
+        "for _ in range(300): next(it)\n"
+        "print(it.root_iterator.executor_decision, flush=True)\n"
+    )
+    try:
+        p = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)  # a hang guard
+    except subprocess.TimeoutExpired:
+        raise AssertionError("still running after 120 s: hung at exit") from None
+    out = p.stdout.decode() + p.stderr.decode()
+    assert p.returncode == 0, out[-2000:]
+    assert out.startswith("on demand"), out[-2000:]  # its producer was parked when Python exited
