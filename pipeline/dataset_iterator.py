@@ -12,6 +12,7 @@ from . import graph
 from .checkpoint import compatibility
 from .checkpoint.compatibility import STATE_VERSION
 from .errors import FailedPreconditionError, InvalidArgumentError, OpError, OutOfRangeError
+from .engine.blocks import Failure
 from .engine.context import IteratorContext
 from .iterators.base import Iterator
 from .passes import run_passes
@@ -111,6 +112,8 @@ class DatasetIterator:
         self._it = build_tree(root, self._ctx, dataset._learned)
         if state is not None:
             _restore_tree(self._it, state["root"])
+            deferred = state.get("deferred")
+            self._it.defer(deferred.error if type(deferred) is Failure else None)
         self._it.judge_consumer()
         if effective.experimental_warm_start:
             _start_ahead(self._it)
@@ -161,8 +164,11 @@ class DatasetIterator:
         compatibility.check_external_state(self._dataset._node, self._ctx.options)
         if self._signature is None:
             self._signature = compatibility.graph_signature(self._dataset._node)
-        return {"version": STATE_VERSION, "fingerprint": self._fingerprint,
-                "iteration": self._ctx.iteration[0], "nodes": self._signature, "root": self._it.get_state()}
+        state = {"version": STATE_VERSION, "fingerprint": self._fingerprint,
+                 "iteration": self._ctx.iteration[0], "nodes": self._signature, "root": self._it.get_state()}
+        if self._it._deferred is not None:  # an error met after what the last next_many returned: raised by
+            state["deferred"] = Failure(self._it._deferred)  # the next call, after a restore too
+        return state
 
     def set_state(self, state: dict) -> None:
         self._check_open()
@@ -175,6 +181,8 @@ class DatasetIterator:
             self._it = self._ctx.build(self.graph)
             self._it.judge_consumer()
         _restore_tree(self._it, state["root"])
+        deferred = state.get("deferred")
+        self._it.defer(deferred.error if type(deferred) is Failure else None)
         if self._ctx.options.experimental_warm_start:
             _start_ahead(self._it)
 

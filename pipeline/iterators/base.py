@@ -52,6 +52,18 @@ class Iterator:
         error, self._deferred = self._deferred, None
         raise error
 
+    def take_deferred(self):
+        """The error this iterator met after the elements its last ``next_many`` returned (kept for its next
+        call), taken now; None when there is none. An iterator's saved state does not hold that error, so a
+        caller that keeps those elements and may let a state be saved before it calls again (a prefetch
+        buffering them, the user's ``next_many``) takes it and keeps it with them, in place."""
+        error, self._deferred = self._deferred, None
+        return error
+
+    def defer(self, error) -> None:
+        """Raise ``error`` at the next call (a restored state's deferred error: see ``DatasetIterator``)."""
+        self._deferred = error
+
     # ------------------------------------------------------------------ subclass hooks
     def _next(self):
         if self.index_source is not None:

@@ -113,6 +113,7 @@ class PrefetchIterator(Iterator):
                 t0 = overlap.clock() if timed else 0.0
                 try:
                     block = self.input.next_many(min(room, CHUNK))
+                    block = self._with_deferred(block)
                 except Exception as e:  # noqa: BLE001 - delivered to the consumer in order
                     block = [Failure(e)]
                 except BaseException as e:  # noqa: BLE001 - never leave the consumer waiting
@@ -147,7 +148,7 @@ class PrefetchIterator(Iterator):
                     self._buf.clear()
                 return False
             try:
-                block = self.input.next_many(max(1, min(n, CHUNK)))
+                block = self._with_deferred(self.input.next_many(max(1, min(n, CHUNK))))
             except Exception as e:  # noqa: BLE001 - delivered in order
                 block = [Failure(e)]
         if not block:
@@ -155,6 +156,12 @@ class PrefetchIterator(Iterator):
             block = [_END]
         self._local.extend(block)
         return True
+
+    def _with_deferred(self, block):
+        """``block`` and, after it, the error its input met past it (deferred to its next call) as a
+        ``Failure``: buffered in place, so a state saved before the next read keeps it."""
+        error = self.input.take_deferred() if block else None
+        return block if error is None else block + [Failure(error)]
 
     def _first_here(self, n):
         """The first call is served on the consumer thread, and the producer starts after it: the first

@@ -71,3 +71,57 @@ def test_garbage_collected_iterator_stops_its_threads():
     while threading.active_count() > before and time.time() < deadline:
         time.sleep(0.01)
     assert threading.active_count() <= before
+
+
+# ------------------------------------------------------------------ an error met past a next_many's elements
+def _bad_at_3(x):
+    if x == 3:
+        raise ValueError("bad 3")
+    return x
+
+
+@pytest.mark.parametrize("statistics", [False, True])
+def test_an_error_next_many_left_for_the_next_call_is_in_the_saved_state(statistics):
+    # next_many returns the elements before an error and keeps the error for the next call; a state saved in
+    # between used to drop it: the restored run went on after the failing element as if it were not there
+    from jaxfeed.pipeline import Options, checkpoint
+
+    options = Options()
+    options.experimental_statistics = statistics
+    ds = Dataset.range(10).map(_bad_at_3).batch(1).with_options(options)
+    it = iter(ds)
+    assert [b.tolist() for b in it.next_many(5)] == [[0], [1], [2]]
+    state = checkpoint.deserialize(checkpoint.serialize(it.get_state()))
+    for resumed in (it, iter(ds)):
+        if resumed is not it:
+            resumed.set_state(state)
+        with pytest.raises(ValueError, match="bad 3"):
+            next(resumed)
+        assert [b.tolist() for b in resumed] == [[4], [5], [6], [7], [8], [9]]
+
+
+def test_a_prefetch_keeps_an_error_its_input_left_for_the_next_call_in_its_buffer(monkeypatch):
+    # a prefetch reads blocks of its input (its producer, or the consumer's thread when it serves on demand);
+    # a block that ends at a failing element leaves the error in the input until the next read, and a state
+    # saved in between used to drop it
+    from jaxfeed.pipeline.engine import overlap
+
+    monkeypatch.setattr(overlap, "TO_DEMAND", float("inf"))  # on demand after one window, for good
+    monkeypatch.setattr(overlap, "TO_THREAD", float("inf"))
+
+    def bad_at_150(x):
+        if x == 150:
+            raise ValueError("bad 150")
+        return x
+
+    ds = Dataset.range(200).map(bad_at_150).batch(1).prefetch(8)
+    it = iter(ds)
+    assert [next(it).tolist() for _ in range(140)] == [[x] for x in range(140)]
+    assert it.root_iterator.executor_decision.startswith("on demand")
+    assert [b.tolist() for b in it.next_many(20)] == [[x] for x in range(140, 150)]  # one read of 20 past 150
+    state = it.get_state()
+    rest = iter(ds)
+    rest.set_state(state)
+    with pytest.raises(ValueError, match="bad 150"):
+        next(rest)
+    assert next(rest).tolist() == [151]
