@@ -108,7 +108,10 @@ class Slot:
         except BaseException as e:  # noqa: BLE001 - delivered in place; never leave a consumer waiting
             return [Failure(e)], self.iterator is None  # a slot that failed to open ends after its error
         if block:
-            return block, False
+            # an error the inner iterator met past these elements (kept for its next call) goes in after them:
+            # the slot's saved state holds its buffer, not what its inner iterator keeps for the next call
+            error = self.iterator.take_deferred()
+            return (block if error is None else block + [Failure(error)]), False
         self.close()
         return [], True
 
@@ -119,7 +122,9 @@ class Slot:
             if items:
                 self.as_elements()  # elements come after every row read before them
             self.buffer.extend(items)
-            if items and type(items[0]) is Failure:
+            if items and type(items[0]) is Failure:  # a read's failure: its only item, or (a deferred error) its last
+                self.failures += 1
+            if len(items) > 1 and type(items[-1]) is Failure:
                 self.failures += 1
         self.ended = ended
 

@@ -329,3 +329,25 @@ def test_parallel_interleave_never_waits_on_the_consumer_for_a_reader_to_start(m
     got = [next(it)] + list(it)
     it.close()
     assert [int(x) for x in got] == [int(x) for x in want]
+
+
+@pytest.mark.parametrize("npc", [None, AUTOTUNE])
+def test_an_error_an_inner_iterator_left_for_its_next_read_survives_a_saved_state(npc, drain):
+    # a slot's read returns the inner elements before an error and the inner iterator keeps the error for its
+    # next read; a state saved in between used to drop it (the slot's state holds its buffer and the inner
+    # iterator's state, which does not hold that error): the restored run went on past the failing element
+    def bad_at_3(x):
+        if x == 3:
+            raise ValueError("bad 3")
+        return x
+
+    ds = Dataset.range(2).interleave(lambda x: Dataset.range(6).map(bad_at_3).batch(1), cycle_length=1,
+                                     num_parallel_calls=npc)
+    expected = drain(iter(ds))
+    assert expected.count("bad 3") == 2
+    for k in range(1, 6):
+        it = iter(ds)
+        head = drain(it, limit=k)
+        rest = iter(ds)
+        rest.set_state(it.get_state())
+        assert head + drain(rest) == expected, k
