@@ -39,9 +39,10 @@ the consumer's calls and the thread's steps; ``iterator.feed_decision`` says whi
 prepared are delivered first; values, order and state are the same either way.
 
 ``get_state()`` stops it and returns ``{"version": 1, "workers": [<DatasetIterator state>, ...], "buffered":
-[<steps read but not yet delivered, an error among them as a Failure>], "step": <steps delivered>, ...}`` (an ``experimental_distribute_dataset``
-iterator adds its ``layout`` and the elastic global state it started from); the buffered steps are host numpy
-data and are delivered first after ``set_state``, so nothing is lost or repeated.
+[<steps read but not yet delivered, an error among them as a Failure>], "step": <steps delivered>, ...}`` (an
+``experimental_distribute_dataset`` iterator adds its ``layout`` and the elastic global state it started from);
+the buffered steps are host numpy data and are delivered first after ``set_state``, so nothing is lost or
+repeated.
 
 The strategy is known only through the dataset's ``InputFeed`` (``feed.py``): replicas, workers, the step
 agreement and the placement of values.
@@ -140,11 +141,9 @@ class DistributedIterator:
         # (its partial-batch handling is off then): ``batch(drop_remainder=True)`` gives whole steps only
         self._drop_partial = feed.num_workers == 1 and dds._fully_static()
         self._paths = None
-        # the pipeline's output prefetch was taken over when this iterator's thread last started (it reads on
-        # that thread, unless it got its own thread back since: see prefetch_takeover.py)
-        self.took_over_prefetch = False
-        self._read_ahead = None
-        self._taken = None  # the pipeline's output prefetch this iterator's thread reads (prefetch_takeover.py)
+        # the pipeline's output prefetch this iterator reads itself (prefetch_takeover.py), on its thread or,
+        # serving on demand, on the consumer's: taken over when the thread last started or stopped
+        self._taken = None
         self.synchronous_reason = _synchronous_reason(dds._datasets)
         if self.synchronous_reason is not None:
             _det_logger.info("distributed iterator: steps are read on the consumer's thread, no prefetch thread "
@@ -287,6 +286,8 @@ class DistributedIterator:
 
     def _producer(self):
         clock = overlap.clock
+        # while the queue of steps is full, read ahead into the pipeline's prefetch (its buffer, its capacity)
+        read_ahead = None if self._taken is None else self._taken.read_ahead
         try:
             while not self._stop.is_set():
                 self._free_retired()
@@ -297,7 +298,7 @@ class DistributedIterator:
                     item = ("step", host, self._to_device(host))
                 self._make_seconds += clock() - t0
                 self._made += 1
-                if not self._queue.put(item, self._stop, while_full=self._read_ahead):
+                if not self._queue.put(item, self._stop, while_full=read_ahead):
                     if host is not None:  # stopped while the queue was full: the host step is kept
                         self._buffered.append(host)
                     return
@@ -311,12 +312,9 @@ class DistributedIterator:
         n = self._dds._options.experimental_per_replica_buffer_size
         # this thread reads the pipeline: its own output prefetch would be a second hand-off per step; while
         # the steps' buffer is full, this thread reads ahead into that prefetch's buffer instead
-        taken = prefetch_takeover.take_over(self._its)
+        self._taken = prefetch_takeover.take_over(self._its)
         if self._output is not None:
             self._output.new_reader()
-        self.took_over_prefetch = taken is not None
-        self._taken = taken
-        self._read_ahead = None if taken is None else taken.read_ahead
         self._stop.clear()
         self._queue = StepQueue(n)
         self._thread = threading.Thread(target=self._producer, daemon=True, name="jaxfeed-distribute-prefetch")
@@ -384,7 +382,6 @@ class DistributedIterator:
             if self._output is not None:  # the consumer's thread reads the pipeline's output prefetch too (its
                 self._output.new_reader()  # own thread, if it got it back, parks: it would overlap nothing)
                 self._taken = prefetch_takeover.take_over(self._its, park=True)
-                self.took_over_prefetch = self._taken is not None
             self._t_out = None
             return self._next_item()
         item = self._from_queue()
@@ -401,6 +398,12 @@ class DistributedIterator:
         """The next step made on the consumer's thread."""
         host = self._host_step()
         return ("end", None) if host is None else ("step", host, self._to_device(host))
+
+    @property
+    def took_over_prefetch(self) -> bool:
+        """Whether this iterator reads the pipeline's output prefetch itself (``prefetch_takeover.py``; that
+        prefetch may since have got its own thread back, while this iterator's thread read ahead)."""
+        return self._taken is not None
 
     @property
     def feed_decision(self) -> str:

@@ -120,6 +120,7 @@ class Iterator:
         """This iterator is the pipeline's output stage, read by the user's loop (``DatasetIterator``): a stage
         whose thread only pays when that loop works between calls serves on demand while it does not
         (prefetch: ``engine/overlap.py``). ``on=False`` undoes it. Other stages have nothing to judge."""
+
     def children(self) -> list["Iterator"]:
         return []
 
