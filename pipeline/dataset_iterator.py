@@ -57,6 +57,16 @@ def _restore_tree(it, root_state) -> None:
         raise _unfit_state_error(e) from e
 
 
+def _restore_deferred(it, state) -> None:
+    """The error the root iterator had met past what the last ``next_many`` returned, raised again by the next
+    call (a saved state's ``deferred``: a ``Failure``; absent when there was none)."""
+    deferred = state.get("deferred")
+    if deferred is not None and type(deferred) is not Failure:
+        raise InvalidArgumentError(f"Iterator state's 'deferred' entry is {type(deferred).__name__}, not a saved "
+                                   "error. Was it edited?", "set_state")
+    it.defer(None if deferred is None else deferred.error)
+
+
 def _unfit_state_error(exc: BaseException) -> InvalidArgumentError:
     """An InvalidArgumentError for a state that does not fit an iterator: names the innermost iterator
     whose ``set_state`` failed (found in the traceback) and what was wrong."""
@@ -112,8 +122,7 @@ class DatasetIterator:
         self._it = build_tree(root, self._ctx, dataset._learned)
         if state is not None:
             _restore_tree(self._it, state["root"])
-            deferred = state.get("deferred")
-            self._it.defer(deferred.error if type(deferred) is Failure else None)
+            _restore_deferred(self._it, state)
         self._it.judge_consumer()
         if effective.experimental_warm_start:
             _start_ahead(self._it)
@@ -181,8 +190,7 @@ class DatasetIterator:
             self._it = self._ctx.build(self.graph)
             self._it.judge_consumer()
         _restore_tree(self._it, state["root"])
-        deferred = state.get("deferred")
-        self._it.defer(deferred.error if type(deferred) is Failure else None)
+        _restore_deferred(self._it, state)
         if self._ctx.options.experimental_warm_start:
             _start_ahead(self._it)
 

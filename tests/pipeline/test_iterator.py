@@ -125,3 +125,12 @@ def test_a_prefetch_keeps_an_error_its_input_left_for_the_next_call_in_its_buffe
     with pytest.raises(ValueError, match="bad 150"):
         next(rest)
     assert next(rest).tolist() == [151]
+
+
+def test_a_state_whose_deferred_error_is_not_a_saved_error_is_refused():
+    it = iter(Dataset.range(10).map(_bad_at_3).batch(1))
+    it.next_many(5)
+    state = it.get_state()
+    state["deferred"] = "bad 3"
+    with pytest.raises(errors.InvalidArgumentError, match="deferred"):
+        iter(Dataset.range(10).map(_bad_at_3).batch(1)).set_state(state)
