@@ -1,0 +1,145 @@
+"""The elementwise proof: what it accepts runs on a batch with the bits of running it on each element."""
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from jaxfeed.pipeline.passes.elementwise_proof import Leaf, NotProven, prove_elementwise
+
+DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+          "float16", "float32", "float64"]
+BINARY = ["+", "-", "*", "/", "//", "%", "**", "&", "|", "^", "<<", ">>", "<", "<=", "==", "!=", ">", ">="]
+UNARY = ["-", "+", "~"]
+
+
+def _function(source):
+    namespace = {}
+    exec(f"def f(a, b):\n    return {source}\n", namespace)  # noqa: S102 - test code builds test functions
+    return namespace["f"]
+
+
+@st.composite
+def expressions(draw, depth=3):
+    """Python source of an expression over the arguments a and b and small number constants."""
+    if depth == 0 or draw(st.integers(0, 3)) == 0:
+        return draw(st.sampled_from(["a", "b", "a", "b", "1", "2", "3", "0", "-1", "7", "0.5", "2.0", "True",
+                                     "255", "-128", "40000", "2**31", "2**63"]))
+    if draw(st.integers(0, 4)) == 0:
+        return f"({draw(st.sampled_from(UNARY))}{draw(expressions(depth=depth - 1))})"
+    op = draw(st.sampled_from(BINARY))
+    return f"({draw(expressions(depth=depth - 1))} {op} {draw(expressions(depth=depth - 1))})"
+
+
+def _values(dtype, shape, draw):
+    info = np.iinfo(dtype) if np.dtype(dtype).kind in "iu" else None
+    if dtype == "bool":
+        pool = [False, True]
+    elif info is not None:
+        pool = [info.min, info.max, 0, 1, -1 if info.min < 0 else 2, 2, 3, 7, 63, 64, info.min + 1]
+    else:
+        pool = [0.0, -0.0, 1.0, -1.5, 0.1, 3.0, np.inf, -np.inf, np.nan, 1e-30, 65504.0, 7.0, 1e38]
+    with np.errstate(all="ignore"):
+        flat = [draw(st.sampled_from(pool)) for _ in range(int(np.prod(shape)))]
+        return np.array(flat).astype(dtype).reshape(shape)
+
+
+def _per_element(fn, a, b):
+    rows = [fn(x, y) for x, y in zip(a, b)]
+    if type(rows[0]) is tuple:
+        return tuple(np.stack([np.asarray(r[i]) for r in rows]) for i in range(len(rows[0])))
+    return np.stack([np.asarray(r) for r in rows])
+
+
+def _same_bits(x, y):
+    if type(x) is tuple:
+        return type(y) is tuple and len(x) == len(y) and all(map(_same_bits, x, y))
+    y = np.asarray(y)
+    return x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_what_is_proven_gives_the_per_element_bits(data):
+    source = data.draw(expressions())
+    fn = _function(source)
+    da, db = data.draw(st.sampled_from(DTYPES)), data.draw(st.sampled_from(DTYPES))
+    ra, rb = data.draw(st.sampled_from([0, 0, 1])), data.draw(st.sampled_from([0, 0, 1]))  # ranks per element
+    try:
+        prove_elementwise(fn, (Leaf(np.dtype(da), ra), Leaf(np.dtype(db), rb)))
+    except NotProven:
+        return
+    a, b = _values(da, (6, 2)[:1 + ra], data.draw), _values(db, (6, 1)[:1 + rb], data.draw)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        try:
+            expected = _per_element(fn, a, b)
+        except Exception:  # noqa: BLE001 - per element it raises: the batch must raise too (and is re-run)
+            with pytest.raises(Exception):
+                fn(a, b)
+            return
+        try:
+            got = fn(a, b)
+        except Exception as e:  # noqa: BLE001
+            pytest.fail(f"{source} on {da}, {db}: the batch raised {e!r} where every element worked")
+    assert _same_bits(expected, got), (source, da, db, a, b, expected, got)
+
+
+def test_a_ported_increment_is_proven():
+    assert prove_elementwise(lambda x: x + 1, (Leaf(np.dtype("int64"), 0),)) == Leaf(np.dtype("int64"), 0)
+
+
+def test_locals_tuples_and_ranks_are_followed():
+    def scale(image, label):
+        x = image / 255.0
+        return (x - 0.5) * 2.0, (label, label > 3)
+
+    out = prove_elementwise(scale, (Leaf(np.dtype("uint8"), 3), Leaf(np.dtype("int32"), 0)))
+    assert out == (Leaf(np.dtype("float64"), 3), (Leaf(np.dtype("int32"), 0), Leaf(np.dtype("bool"), 0)))
+
+
+SCALAR = Leaf(np.dtype("int64"), 0)
+K = 3
+
+
+@pytest.mark.parametrize("fn, args, why", [
+    (lambda x: x.astype(np.float32), (SCALAR,), "uses "),
+    (lambda x: np.sqrt(x), (SCALAR,), "uses "),
+    (lambda x: x + K, (SCALAR,), "uses "),
+    (lambda x: abs(x), (SCALAR,), "uses "),
+    (lambda x: x if x > 0 else -x, (SCALAR,), "uses "),
+    (lambda x: [x, x + 1], (SCALAR,), "uses "),
+    (lambda x: (x, 1), (SCALAR,), "constant"),
+    (lambda x: 5, (SCALAR,), "constant"),
+    (lambda x: x + "a", (SCALAR,), "not a Python number"),
+    (lambda x, y: x + y, (SCALAR, Leaf(np.dtype("int64"), 1)), "ranks"),
+    (lambda x, y: x + y, (Leaf(np.dtype("int64"), None), Leaf(np.dtype("int64"), None)), "ranks"),
+    (lambda x: x % 2.0, (Leaf(np.dtype("float32"), 0),), "floating-point"),
+    (lambda x: x ** 2, (Leaf(np.dtype("float64"), 0),), "floating-point"),
+    (lambda x: -x, (Leaf(np.dtype("bool"), 0),), "raises"),
+    (lambda x: x + 300, (Leaf(np.dtype("uint8"), 0),), "raises"),
+    (lambda x: x + 1, (Leaf(np.dtype("complex64"), 0),), "numeric leaf"),
+    (lambda x: x + 1, (Leaf(np.dtype("S3"), 0),), "numeric leaf"),
+    (lambda x, y=2: x + y, (SCALAR,), "positional parameters"),
+    (lambda *xs: xs[0], (SCALAR,), r"\*args"),
+    (np.negative, (SCALAR,), "not a plain Python function"),
+])
+def test_what_cannot_be_proven_is_refused_with_a_reason(fn, args, why):
+    with pytest.raises(NotProven, match=why):
+        prove_elementwise(fn, args)
+
+
+def test_in_place_operators_are_refused():
+    def bump(x):
+        x += 1  # on a batch this would write into the stacked input (a view of the user's array)
+        return x
+
+    with pytest.raises(NotProven, match="uses BINARY_OP"):
+        prove_elementwise(bump, (SCALAR,))
+
+
+def test_a_closure_is_refused():
+    k = 3
+    with pytest.raises(NotProven, match="closure"):
+        prove_elementwise(lambda x: x + k, (SCALAR,))
