@@ -137,6 +137,9 @@ class OptimizationOptions(_OptionGroup):
                                       "consumer's thread (tf.data's rewrite to AUTOTUNE is not done)."),
         "noop_elimination": (bool, "Remove take(-1), skip(0), repeat(1), prefetch(0) (default True)."),
         "vectorized_map": (bool, "Move maps declared vectorized=True after the next batch (default True)."),
+        "elementwise_vectorization": (bool, "Run a map followed by a batch once per batch when its function is "
+                                            "provably elementwise arithmetic on numeric elements (checked in its "
+                                            "bytecode; passes/elementwise_proof.py) (default True)."),
         "parallel_batch": (bool, "No effect: batch copies in parallel only with num_parallel_calls."),
         "shuffle_and_repeat_fusion": (bool, "No effect: a tf.data runtime rewrite jaxfeed does not need."),
         "filter_fusion": (bool, "No effect: a tf.data runtime rewrite jaxfeed does not do."),

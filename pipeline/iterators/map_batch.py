@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import time
+import warnings
 
 import numpy as np
 
@@ -35,10 +36,11 @@ FIRST_INLINE_SECONDS = 0.01
 FIRST_CALL_SLOW = 0.001
 
 
-def _map_block(fn, elements, stacked, unpack, label, position, extra, vectorized, what):
-    """(batch or None, mapped results or None, seconds): a stacked batch when no element failed."""
+def _map_block(fn, elements, stacked, unpack, label, position, extra, vectorized, what, proven=False):
+    """(batch or None, mapped results or None, seconds): a stacked batch when no element failed. A ``proven``
+    vectorized map runs element by element where numpy would raise for an element and not for a batch."""
     t0 = time.perf_counter()
-    if vectorized:
+    if vectorized and not (proven and _numpy_raises()):
         try:
             if stacked is None:
                 stacked = structure.stack(elements, what=what)
@@ -49,6 +51,14 @@ def _map_block(fn, elements, stacked, unpack, label, position, extra, vectorized
             pass
     results, failed = run_block(fn, elements, unpack, label, position, extra)
     return _as_batch(results, failed, label, what, position) + (time.perf_counter() - t0,)
+
+
+def _numpy_raises() -> bool:
+    """Whether numpy errors raise, or RuntimeWarnings are errors, on this thread: numpy checks integer
+    overflow for scalars only, so there an element's ``x + 1`` could raise where the batch's wraps."""
+    if any(v in ("raise", "call") for v in np.geterr().values()):
+        return True
+    return any(f[0] == "error" and issubclass(RuntimeWarning, f[2]) for f in warnings.filters)
 
 
 def take_until_error(it, n):
@@ -122,7 +132,7 @@ class MapBatchIterator(Iterator):
         self._what = f"batch ({node.batch_node.label()})"
         self._size = node.batch_node.batch_size
         self._drop = node.batch_node.drop_remainder
-        self._vectorized = node.vectorized
+        self._vectorized, self._proven = node.vectorized, node.proven
         self._position = 0
         self._carry: list = []  # mapped results not yet batched (after an error shifted the boundaries)
         self._done = False
@@ -167,7 +177,7 @@ class MapBatchIterator(Iterator):
         if len(elements):
             unpack = type(elements[0]) is tuple
             batch, results, seconds = _map_block(self._fn, elements, stacked, unpack, self._label, position,
-                                                 self._extra, self._vectorized, self._what)
+                                                 self._extra, self._vectorized, self._what, self._proven)
         else:
             batch, results, seconds = None, [], 0.0
         if error is None:

@@ -10,14 +10,16 @@ from .base import Node, ShardWalk
 
 
 class MapAndBatch(Node):
-    """``batch_node(map_node(input))`` as one stage; ``vectorized``: ``f`` runs once on the whole batch."""
+    """``batch_node(map_node(input))`` as one stage; ``vectorized``: ``f`` runs once on the whole batch,
+    declared so by the user or, with ``proven``, proven elementwise by ``passes/elementwise_proof.py``."""
 
     kind = "MapAndBatch"
     shard_walk = ShardWalk.THROUGH
 
-    def __init__(self, map_node, batch_node, vectorized=False):
+    def __init__(self, map_node, batch_node, vectorized=False, proven=False):
         super().__init__(map_node.inputs)
         self.map_node, self.batch_node, self.vectorized = map_node, batch_node, vectorized
+        self.proven = proven
         self.name = batch_node.name or map_node.name
         self.is_random = map_node.is_random
         self.seeds = map_node.seeds

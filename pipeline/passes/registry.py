@@ -37,6 +37,11 @@ class PassLog:
 
 
 _registry: dict[str, list[tuple[str, PassFn]]] = {phase: [] for phase in PHASES}
+# The documented order within a phase, whatever order the pass modules happen to be imported in (one pass
+# module importing another registers that one first): maps fuse before a batch takes them, and a batch takes
+# an elementwise map whole (vectorized_map) before the per-element map+batch fusion is considered.
+_ORDER = {"optimizations": ("noop_elimination", "map_fusion", "vectorized_map", "map_batch_fusion",
+                            "executor_choice")}
 
 
 def register(phase: str, name: str, fn: PassFn) -> None:
@@ -47,5 +52,7 @@ def register(phase: str, name: str, fn: PassFn) -> None:
 
 
 def in_phase(phase: str) -> list[tuple[str, PassFn]]:
-    """The ``(name, pass)`` pairs registered in ``phase``, in the order they run."""
-    return list(_registry[phase])
+    """The ``(name, pass)`` pairs registered in ``phase``, in the order they run: the documented ones in
+    ``_ORDER``, then the others in the order they were registered."""
+    order = _ORDER.get(phase, ())
+    return sorted(_registry[phase], key=lambda entry: order.index(entry[0]) if entry[0] in order else len(order))

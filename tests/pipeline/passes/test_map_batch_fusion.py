@@ -6,12 +6,25 @@ import numpy as np
 import pytest
 
 from jaxfeed.pipeline import AUTOTUNE, Dataset, Options, errors
+from jaxfeed.pipeline.passes.elementwise_proof import NotProven
 from jaxfeed.pipeline.testing import assert_resumes_everywhere, assert_same_after_rewrites
 
 from rewrite_checks import assert_same_with_errors, plain, rewrites, run_collecting_errors
 
 
 Point = collections.namedtuple("Point", "x y")
+
+
+@pytest.fixture(autouse=True)
+def per_element_maps(monkeypatch):
+    """This file checks the per-element fused stage: its arithmetic lambdas are not run once per batch (the
+    vectorized_map pass would prove them elementwise; test_vectorized_map.py checks that path)."""
+    from jaxfeed.pipeline.passes import vectorized_map
+
+    def not_proven(map_node):
+        raise NotProven("test_map_batch_fusion.py checks the per-element fused stage")
+
+    monkeypatch.setattr(vectorized_map, "proven_elementwise", not_proven)
 
 
 def fail_on(bad):
