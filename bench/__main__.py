@@ -124,6 +124,9 @@ def plan(args, d, peers, results):
             if spec.as_ported is not spec.make:
                 contenders[AS_PORTED] = (runner.epochs_of(lambda spec=spec: spec.as_ported(d, None)), rows_of)
                 kinds[AS_PORTED] = "jaxfeed"
+        for label, make in spec.shown_forms.items():
+            contenders[label] = (runner.epochs_of(lambda make=make: make(d, None)), rows_of)
+            kinds[label] = "shown"
         for label, make in spec.extra_baselines.items():
             contenders[label] = (lambda make=make: make(d), rows_of)
             kinds[label] = "baseline"

@@ -9,7 +9,8 @@
      "formats": {"tfrecord": {...}, "parquet": {...}, "status", ...}   (bench/formats.run, optional)
      "targets": [{"pipeline", "target", "value", "threshold", "op", "status", "detail", "forms"?}]}
 
-A run's ``kind``: ``jaxfeed``, ``baseline`` (hand loops), ``peer``, ``raw`` (P3's raw read), ``read_stage``;
+A run's ``kind``: ``jaxfeed``, ``shown`` (a jaxfeed form shown, not judged), ``baseline`` (hand loops),
+``peer``, ``raw`` (P3's raw read), ``read_stage``;
 in the AUTOTUNE check's group ``tuned`` (AUTOTUNE) and ``sweep`` (the hand-picked settings).
 
 A target's ``value`` is a ratio of two figures measured in the same run: the median, over the repetitions,
@@ -475,7 +476,7 @@ def write_png(results, path):
         labels = [k[:48] for k, _ in runs]
         med = [r["median"] for _, r in runs]
         err = [[m - r["min"] for m, (_, r) in zip(med, runs)], [r["max"] - m for m, (_, r) in zip(med, runs)]]
-        pink = ("sweep", "tuned", "read_stage")
+        pink = ("sweep", "tuned", "read_stage", "shown")
         colors = ["#d62728" if r.get("kind") == "jaxfeed" else "#ff9896" if r.get("kind") in pink
                   else "#7f7f7f" if r.get("kind") == "baseline" else "#1f77b4" for _, r in runs]
         ax.barh(range(len(runs)), med, xerr=err, color=colors, capsize=2)

@@ -56,6 +56,17 @@ def p1_vectorized(d, npc=None):
     return Dataset.range(d.sizes["p1_n"]).map(w.add_one, vectorized=True).batch(w.P1_BATCH)
 
 
+def p1_per_element(d, npc=None):
+    """P1 with the elementwise proof switched off: ``add_one`` called once per element, the per-element
+    machinery's cost (what P1 as ported cost before the vectorized_map pass proved ``x + 1`` elementwise)."""
+    Dataset, _ = _dataset()
+    from jaxfeed.pipeline import Options
+
+    opts = Options()
+    opts.experimental_optimization.elementwise_vectorization = False
+    return Dataset.range(d.sizes["p1_n"]).map(w.add_one).batch(w.P1_BATCH).with_options(opts)
+
+
 def p2(d, npc=None):
     Dataset, AUTOTUNE = _dataset()
     return (Dataset.from_tensor_slices(d.rows)
@@ -193,6 +204,7 @@ class Pipeline:
     vectorized: Callable | None = None  # (data, npc) -> Dataset: the same pipeline, map(..., vectorized=True)
     as_ported: Callable | None = None  # (data, npc) -> Dataset: written as for tf.data (``make`` when it is that)
     extra_baselines: dict = dataclasses.field(default_factory=dict)  # {label: (data) -> batches}
+    shown_forms: dict = dataclasses.field(default_factory=dict)  # {label: (data, npc) -> Dataset}: not judged
 
 
 def _p3_bytes(s):
@@ -273,7 +285,8 @@ def _p6_in_flight(s):
 PIPELINES = {
     "P1": Pipeline("P1", "per-element overhead: range -> map(x+1) -> batch(1024)", "elem", p1, baselines.p1,
                    lambda s: 8, lambda s: 2 * w.P1_BATCH * 8, vectorized=p1_vectorized, as_ported=p1,
-                   extra_baselines={"hand loop over numpy int64 scalars": baselines.p1_numpy_scalars}),
+                   extra_baselines={"hand loop over numpy int64 scalars": baselines.p1_numpy_scalars},
+                   shown_forms={"jaxfeed per element (elementwise_vectorization off)": p1_per_element}),
     "P2": Pipeline("P2", "in-memory slices: shuffle(10,000) -> batch(256) -> prefetch", "row", p2,
                    baselines.p2, lambda s: s["p2_cols"] * 4,
                    # shuffle buffer of rows + a few prefetched batches
