@@ -12,7 +12,7 @@ from . import graph
 from .checkpoint import compatibility
 from .checkpoint.compatibility import STATE_VERSION
 from .errors import FailedPreconditionError, InvalidArgumentError, OpError, OutOfRangeError
-from .engine.blocks import Failure
+from .engine.blocks import restored_error, saved_error
 from .engine.context import IteratorContext
 from .iterators.base import Iterator
 from .passes import run_passes
@@ -60,11 +60,7 @@ def _restore_tree(it, root_state) -> None:
 def _restore_deferred(it, state) -> None:
     """The error the root iterator had met past what the last ``next_many`` returned, raised again by the next
     call (a saved state's ``deferred``: a ``Failure``; absent when there was none)."""
-    deferred = state.get("deferred")
-    if deferred is not None and type(deferred) is not Failure:
-        raise InvalidArgumentError(f"Iterator state's 'deferred' entry is {type(deferred).__name__}, not a saved "
-                                   "error. Was it edited?", "set_state")
-    it.defer(None if deferred is None else deferred.error)
+    it.defer(restored_error(state.get("deferred"), "'deferred'"))
 
 
 def _unfit_state_error(exc: BaseException) -> InvalidArgumentError:
@@ -176,7 +172,7 @@ class DatasetIterator:
         state = {"version": STATE_VERSION, "fingerprint": self._fingerprint,
                  "iteration": self._ctx.iteration[0], "nodes": self._signature, "root": self._it.get_state()}
         if self._it._deferred is not None:  # an error met after what the last next_many returned: raised by
-            state["deferred"] = Failure(self._it._deferred)  # the next call, after a restore too
+            state["deferred"] = saved_error(self._it._deferred)  # the next call, after a restore too
         return state
 
     def set_state(self, state: dict) -> None:

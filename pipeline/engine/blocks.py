@@ -15,7 +15,7 @@ import numpy as np
 from .. import structure
 from ..iterators.base import Iterator
 from .rows import RowQueue
-from ..errors import in_transformation
+from ..errors import InvalidArgumentError, in_transformation
 
 _PLAIN_LEAVES = (np.ndarray, np.generic, bytes)
 _TEXT_SCALARS = (np.str_, np.bytes_)  # numpy values, but strings: normalize makes them plain bytes
@@ -53,6 +53,24 @@ class Failure:
 
     def __init__(self, error: BaseException):
         self.error = error
+
+
+def saved_error(error: BaseException | None) -> Failure | None:
+    """An error an iterator holds for a later call (its ``_deferred``: met past the elements it returned), as
+    its saved state keeps it -- a ``Failure`` (the checkpoint format saves those), None when there is none.
+    Dropping it would make a restored run go on as if the failing elements had never been there."""
+    return None if error is None else Failure(error)
+
+
+def restored_error(saved, where: str) -> BaseException | None:
+    """The error a saved state's entry holds (``saved_error``'s form; None for none). Anything else was not
+    written by ``get_state``: an InvalidArgumentError naming the entry ``where``."""
+    if saved is None:
+        return None
+    if type(saved) is not Failure:
+        raise InvalidArgumentError(f"Iterator state's {where} entry is {type(saved).__name__}, not a saved error. "
+                                   "Was it edited?", "set_state")
+    return saved.error
 
 
 def apply_block(fn, block: list, unpack: bool, label: str, first_position: int, extra=None):

@@ -38,7 +38,7 @@ import operator
 
 from .. import structure
 from .base import Iterator
-from ..engine.blocks import Failure
+from ..engine.blocks import Failure, restored_error, saved_error
 from ..engine.rows import RowQueue
 from .batch import stack_fast
 from .flat_map import open_inner
@@ -447,7 +447,7 @@ class SlotCycle(Iterator):
     def get_state(self):
         return {"input": self.input.get_state(), "c": self._c, "b": self._b, "position": self._position,
                 "input_done": self._input_done, "slots": [None if s is None else s.state() for s in self._slots],
-                "deferred": None if self._deferred is None else Failure(self._deferred)}
+                "deferred": saved_error(self._deferred)}
 
     def set_state(self, state):
         for slot in self._open_slots():
@@ -458,7 +458,7 @@ class SlotCycle(Iterator):
         self._input_done = bool(state["input_done"])
         self._slots = [None if s is None else Slot.restored(s) for s in state["slots"]]
         self._woven = None  # (it would not stand for the restored slots; dropped now, not at the next request)
-        self._deferred = None if state["deferred"] is None else state["deferred"].error
+        self._deferred = restored_error(state["deferred"], "'deferred'")
 
 
 class InterleaveIterator(SlotCycle):

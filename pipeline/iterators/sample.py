@@ -17,7 +17,7 @@ import numpy as np
 from .. import random_seed, structure
 from ..errors import InvalidArgumentError
 from .base import BlockIterator
-from ..engine.blocks import Failure
+from ..engine.blocks import restored_error, saved_error
 from ..engine.registry import builds
 from ..nodes.sample import ChooseFromDatasets, SampleFromDatasets
 
@@ -78,7 +78,7 @@ class _DirectedIterator(BlockIterator):
     def get_state(self):
         return {"inputs": [it.get_state() for it in self.inputs], "queues": [list(q) for q in self._queues],
                 "exhausted": list(self._exhausted), "done": self._done,
-                "deferred": None if self._deferred is None else Failure(self._deferred)}
+                "deferred": saved_error(self._deferred)}
 
     def set_state(self, state):
         for it, saved in zip(self.inputs, state["inputs"]):
@@ -86,7 +86,7 @@ class _DirectedIterator(BlockIterator):
         self._queues = [collections.deque(q) for q in state["queues"]]
         self._exhausted = [bool(x) for x in state["exhausted"]]
         self._done = bool(state["done"])
-        self._deferred = None if state["deferred"] is None else state["deferred"].error
+        self._deferred = restored_error(state["deferred"], "'deferred'")
 
 
 @builds(SampleFromDatasets)
