@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import structure
 from .base import Iterator, count_held, indices_exactly, take_exactly
-from ..engine.blocks import Failure
+from ..engine.blocks import Failure, restored_error, saved_error
 from ..engine.pool import stage_threads
 from ..engine.rows import RowQueue
 from ..engine.registry import builds
@@ -153,7 +153,9 @@ class BatchIterator(Iterator):
     def get_state(self):
         pending = [f.result() for f in self._inflight]
         self._inflight.clear()
-        state = {"input": self.input.get_state(), "done": self._done, "pending": pending}
+        # 'deferred': an error met past the batches the last next_many returned, raised by the next call
+        state = {"input": self.input.get_state(), "done": self._done, "pending": pending,
+                 "deferred": saved_error(self._deferred)}
         for batch in pending:  # keep them deliverable after saving
             self._inflight.append(_Ready(batch))
         return state
@@ -176,6 +178,7 @@ class BatchIterator(Iterator):
         self.input.set_state(state["input"])
         self._done = bool(state["done"])
         self._inflight = collections.deque(_Ready(b) for b in state["pending"])
+        self._deferred = restored_error(state.get("deferred"), "'deferred'")  # (absent from older states)
 
     def close(self):
         if self._pool is not None:

@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import structure
 from ..errors import DataLossError, InvalidArgumentError
+from ..engine.blocks import restored_error, saved_error
 from ..engine.registry import builds
 from ..nodes.padded_batch import PaddedBatch, default_padding
 from .base import Iterator, indices_exactly, take_exactly
@@ -121,9 +122,12 @@ class PaddedBatchIterator(Iterator):
         return [self.input]
 
     def get_state(self):
-        return {"input": self.input.get_state(), "position": self._position, "done": self._done}
+        # 'deferred': an error met past the batches the last next_many returned, raised by the next call
+        return {"input": self.input.get_state(), "position": self._position, "done": self._done,
+                "deferred": saved_error(self._deferred)}
 
     def set_state(self, state):
         self.input.set_state(state["input"])
         self._position = int(state["position"])
         self._done = bool(state["done"])
+        self._deferred = restored_error(state.get("deferred"), "'deferred'")  # (absent from older states)

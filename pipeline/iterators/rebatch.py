@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .base import Iterator
 from ..engine.rows import RowQueue
+from ..engine.blocks import restored_error, saved_error
 from ..engine.registry import builds
 from ..nodes.rebatch import Rebatch
 
@@ -46,7 +47,7 @@ class RebatchIterator(Iterator):
 
     def get_state(self):
         return {"input": self.input.get_state(), "rows": self._queue.get_state(), "turn": self._turn,
-                "input_done": self._input_done, "done": self._done}
+                "input_done": self._input_done, "done": self._done, "deferred": saved_error(self._deferred)}
 
     def set_state(self, state):
         self.input.set_state(state["input"])
@@ -54,3 +55,4 @@ class RebatchIterator(Iterator):
         self._turn = int(state["turn"])
         self._input_done = bool(state["input_done"])
         self._done = bool(state["done"])
+        self._deferred = restored_error(state.get("deferred"), "'deferred'")  # (absent from older states)

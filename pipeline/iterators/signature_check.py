@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..nodes.signature import conform
 from .base import BlockIterator
+from ..engine.blocks import restored_error, saved_error
 from ..engine.registry import builds
 from ..nodes.signature import SignatureCheck
 
@@ -41,9 +42,13 @@ class SignatureCheckIterator(BlockIterator):
         return [self.input]
 
     def get_state(self):
-        return {"input": self.input.get_state(), "position": self._position, "pending": list(self._pending)}
+        # 'deferred': the error of an element that broke the signature past the elements the last next_many
+        # returned (raised by the next call; 'pending': the rest of its block)
+        return {"input": self.input.get_state(), "position": self._position, "pending": list(self._pending),
+                "deferred": saved_error(self._deferred)}
 
     def set_state(self, state):
         self.input.set_state(state["input"])
         self._position = int(state["position"])
         self._pending = list(state["pending"])
+        self._deferred = restored_error(state.get("deferred"), "'deferred'")  # (absent from older states)

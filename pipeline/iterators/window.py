@@ -13,6 +13,7 @@ import numpy as np
 from .. import structure
 from ..nodes.elements import dataset_of_elements, dataset_of_rows
 from .base import Iterator
+from ..engine.blocks import restored_error, saved_error
 from ..engine.registry import builds
 from ..nodes.window import Window
 
@@ -82,7 +83,7 @@ class WindowIterator(Iterator):
     def get_state(self):
         return {"input": self.input.get_state(), "buffer": list(self._buf), "read": self._read,
                 "keep_from": self._keep_from, "window": self._window, "input_done": self._input_done,
-                "done": self._done}
+                "done": self._done, "deferred": saved_error(self._deferred)}
 
     def set_state(self, state):
         self.input.set_state(state["input"])
@@ -91,4 +92,5 @@ class WindowIterator(Iterator):
         self._keep_from = int(state["keep_from"])
         self._window = int(state["window"])
         self._input_done = bool(state["input_done"])
+        self._deferred = restored_error(state.get("deferred"), "'deferred'")  # (absent from older states)
         self._done = bool(state["done"])
