@@ -15,6 +15,11 @@ j_k, or the slot's value at the start of the chunk. A stable argsort by slot fin
 writers". A chunk runs to the end of the current draw (up to DRAW steps, however few indices were asked
 for); the outputs not yet asked for wait in ``_ahead`` (part of the saved state). The choices and outputs
 are exactly the step-by-step algorithm's; only the draining at the end runs step by step.
+
+An input error is raised where the failed input would have entered the buffer, after the outputs before it,
+and takes no slot and no draw: the fill goes on at the next call (the buffer stays ``buffer_size``), and the
+outputs are those of the same input without its failing elements. An error due after the outputs a call
+returned is kept in the state (``deferred``), never dropped.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import numpy as np
 
 from .. import random_seed
 from .base import Iterator
+from ..engine.blocks import restored_error, saved_error
 from ..engine.registry import builds
 from ..nodes.shuffle import Shuffle
 
@@ -81,7 +87,9 @@ class ShuffleIterator(Iterator):
         return self._incoming.pop()
 
     def _fill(self):
-        self._filled = True
+        # Filled only once the buffer is full (or the input ended): an input error raised on the way leaves
+        # what came before it in the buffer, and the next call fills on (as tf.data's fill) -- no smaller
+        # buffer for the rest of the epoch, and over indices the buffer is still the list the rest expects.
         cap = self._capacity
         while cap is None or len(self._buffer) < cap:
             want = FILL_BLOCK if cap is None else min(FILL_BLOCK, cap - len(self._buffer))
@@ -90,6 +98,7 @@ class ShuffleIterator(Iterator):
                 self._input_done = True
                 break
             self._buffer.extend(items)
+        self._filled = True
 
     # ------------------------------------------------------------------ output
     def _take(self, n) -> list:
@@ -100,14 +109,28 @@ class ShuffleIterator(Iterator):
             if self._used == DRAW:
                 self._redraw()
             j = int(self._u[self._used] * len(buf))
+            try:
+                item = self._next_input()
+            except Exception as e:  # noqa: BLE001 - the input's error, in the place of the input that failed
+                # This step has not happened (no draw used, the slot keeps its element): the next call takes
+                # the same slot and refills it with the input after the failed one -- the choices of a run
+                # without the failing inputs. The elements before it are delivered first.
+                return self._raise_or_defer(e, out)
             self._used += 1
             out.append(buf[j])
-            item = self._next_input()
             if item is _END:
                 buf[j] = buf[-1]
                 buf.pop()
             else:
                 buf[j] = item
+        return out
+
+    def _raise_or_defer(self, error, out):
+        """``out`` with ``error`` kept for the next call (saved in the state meanwhile); ``error`` when ``out``
+        is empty."""
+        if not len(out):
+            raise error
+        self._deferred = error
         return out
 
     def _next(self):
@@ -141,7 +164,10 @@ class ShuffleIterator(Iterator):
             if self._used == DRAW:
                 self._redraw()
             if not len(self._incoming) and not self._input_done:
-                self._incoming = self.input.next_indices(max(FILL_BLOCK, want))
+                try:
+                    self._incoming = self.input.next_indices(max(FILL_BLOCK, want))
+                except Exception as e:  # noqa: BLE001 - the input's error: after the indices made so far
+                    return self._raise_or_defer(e, np.concatenate(parts) if parts else _NO_INDICES)
                 self._input_done = not len(self._incoming)
             if len(self._incoming):
                 out = self._steady_chunk(min(DRAW - self._used, len(self._incoming)))
@@ -209,7 +235,8 @@ class ShuffleIterator(Iterator):
         # order); over elements they are lists (pending inputs reversed, popped from the end)
         return {"input": self.input.get_state(), "seeds": list(self._seeds), "draw_from": self._draw_from,
                 "used": self._used, "buffer": _copy(self._buffer), "incoming": _copy(self._incoming),
-                "ahead": self._ahead.copy(), "input_done": self._input_done, "filled": self._filled}
+                "ahead": self._ahead.copy(), "input_done": self._input_done, "filled": self._filled,
+                "deferred": saved_error(self._deferred)}  # the input's error, due after what was returned
 
     def set_state(self, state):
         self.input.set_state(state["input"])
@@ -221,6 +248,7 @@ class ShuffleIterator(Iterator):
         self._input_done = bool(state["input_done"])
         self._filled = bool(state["filled"])
         self._ahead = np.array(state.get("ahead", ()), dtype=np.int64)  # (states saved before it existed)
+        self._deferred = restored_error(state.get("deferred"), "'deferred'")  # (the same)
         if self._indices and self._filled:
             self._buffer = np.asarray(state["buffer"], dtype=np.int64).copy()
             self._incoming = np.asarray(state["incoming"], dtype=np.int64).copy()
