@@ -300,6 +300,11 @@ def rebuild_error(v) -> BaseException:
         cls = vars(jerrors).get(name)
     elif module == "builtins":
         cls = vars(builtins).get(name)
+    elif isinstance(module, str) and module.startswith("jaxfeed.") and module in sys.modules:
+        # a jaxfeed error defined beside its use (nodes/signature.py's SignatureMismatch): an OpError class of
+        # a jaxfeed module already loaded -- reading a state imports nothing
+        found = vars(sys.modules[module]).get(name)
+        cls = found if isinstance(found, type) and issubclass(found, OpError) else None
     exc = None
     if isinstance(cls, type) and issubclass(cls, Exception):
         try:
