@@ -8,7 +8,9 @@
 - The base class owns ``next``/``next_many`` (they deliver a deferred error first); subclasses implement
   ``_next`` and, for block work, ``_next_many`` (a ``BlockIterator`` implements ``_next_many`` alone).
 - ``get_state()`` returns a small dict (positions, counters, RNG states; buffered elements only where they
-  must be), ``set_state(state)`` restores it into a fresh iterator of the same node. Child states nest
+  must be), ``set_state(state)`` restores it into a fresh iterator of the same node. An iterator that may
+  keep an error for its next call (``_deferred``) saves it too -- key ``deferred``, ``blocks.saved_error`` /
+  ``restored_error`` -- or its consumer takes it (``take_deferred``): never dropped by a save. Child states nest
   under their own keys. Background work (threads, processes) starts at the first ``next``, so creating an
   iterator and restoring a state is cheap -- unless ``Options.experimental_warm_start`` asks for it at
   creation: then the root iterator calls ``start_ahead()`` on every stage, inputs first.
@@ -54,9 +56,9 @@ class Iterator:
 
     def take_deferred(self):
         """The error this iterator met after the elements its last ``next_many`` returned (kept for its next
-        call), taken now; None when there is none. An iterator's saved state does not hold that error, so a
-        caller that keeps those elements and may let a state be saved before it calls again (a prefetch
-        buffering them, the user's ``next_many``) takes it and keeps it with them, in place."""
+        call), taken now; None when there is none. A caller that keeps those elements and may let a state be
+        saved before it calls again (a prefetch buffering them, an interleave slot, the user's ``next_many``)
+        takes it and keeps it with them, in place -- not every iterator's own state holds it."""
         error, self._deferred = self._deferred, None
         return error
 
