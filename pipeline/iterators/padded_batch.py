@@ -14,6 +14,7 @@ from ..errors import DataLossError, InvalidArgumentError
 from ..engine.blocks import restored_error, saved_error
 from ..engine.registry import builds
 from ..nodes.padded_batch import PaddedBatch, default_padding
+from ..nodes.signature import relax
 from .base import Iterator, indices_exactly, take_exactly
 
 
@@ -31,8 +32,10 @@ class PaddedBatchIterator(Iterator):
 
     def _plan_for(self, element):
         if self._plans is None:
-            # after a map the spec would cost a run of user code; the element in hand has the same nest
-            spec = structure.spec_of(element) if self.node.lazy_spec else self.node.inputs[0].element_spec
+            # after a map the spec would cost a run of user code; the element in hand has the same nest. Only
+            # its ranks and dtypes, as the map's spec (``relax``): its dimensions would make the plan depend on
+            # which element came first -- another error for the same data, another after a restore
+            spec = relax(structure.spec_of(element)) if self.node.lazy_spec else self.node.inputs[0].element_spec
             self._plans = self.node.plan(spec)
         return self._plans
 
