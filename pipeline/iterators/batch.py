@@ -151,9 +151,11 @@ class BatchIterator(Iterator):
         return [self.input]
 
     def get_state(self):
-        pending = [f.result() for f in self._inflight]
+        # 'pending': the batches made on threads, not yet delivered -- a batch that failed to stack as a Failure,
+        # raised in its place (``_Ready``); 'deferred': an error met past the batches the last next_many
+        # returned, raised by the next call
+        pending = [_finished(f) for f in self._inflight]
         self._inflight.clear()
-        # 'deferred': an error met past the batches the last next_many returned, raised by the next call
         state = {"input": self.input.get_state(), "done": self._done, "pending": pending,
                  "deferred": saved_error(self._deferred)}
         for batch in pending:  # keep them deliverable after saving
@@ -191,11 +193,23 @@ ROWS = object()  # a job's source: the batch is made of row parts (``_collect_ro
 SPAN = object()  # a job's source: the batch is the positions (node, start, stop) of a plain random-access stream
 
 
+def _finished(future):
+    """A submitted batch, finished: the batch, or the error making it raised as a ``Failure``."""
+    try:
+        return future.result()
+    except Exception as e:  # noqa: BLE001 - raised in its place after a restore (``_Ready``)
+        return Failure(e)
+
+
 class _Ready:
+    """A batch finished before a save, in place of its future: ``result`` gives it, or raises its error."""
+
     def __init__(self, value):
         self._value = value
 
     def result(self):
+        if type(self._value) is Failure:
+            raise self._value.error
         return self._value
 
 
