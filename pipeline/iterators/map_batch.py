@@ -24,7 +24,7 @@ from ..options import effective_deterministic
 from ..engine import autotune
 from .base import Iterator, count_held, finalizing
 from .batch import stack_fast, stack_leaf_fast, stack_plain_tuples
-from ..engine.blocks import Failure, drop_args, normalize_results, run_block
+from ..engine.blocks import Failure, drop_args, normalize_results, restored_error, run_block, saved_error
 from .map import node_seeds, rng_factory
 from ..engine.pool import TunedPool, stage_threads
 
@@ -113,7 +113,10 @@ def _as_batch(results, failed, label, what, position):
         elements, bad = normalize_results(results, label, position)
         if bad:
             return None, elements
-        batch = stack_fast(elements, what)
+        try:
+            batch = stack_fast(elements, what)
+        except Exception:  # noqa: BLE001 - rows that do not stack (shapes differ) fail as the carry's batch:
+            return None, elements  # raised where the plain batch raises it, and saved as rows by get_state
     return batch, None
 
 
@@ -367,7 +370,7 @@ class MapBatchIterator(Iterator):
         self._inflight.clear()
         self._carry = carry
         return {"input": self.input.get_state(), "position": self._position, "carry": carry,
-                "done": self._done, "seeds": self._seeds}
+                "done": self._done, "seeds": self._seeds, "deferred": saved_error(self._deferred)}
 
     @staticmethod
     def held(state, weight=None):
@@ -382,6 +385,7 @@ class MapBatchIterator(Iterator):
         self._done = bool(state["done"])
         self._seeds = None if state["seeds"] is None else tuple(state["seeds"])
         self._extra = rng_factory(self._seeds, self.ctx.iteration)
+        self._deferred = restored_error(state.get("deferred"), "'deferred'")  # (absent from older states)
 
     def resume_after(self, position: int, rows: list, seeds) -> None:
         """Go on after ``position`` input elements mapped elsewhere -- the executor choice's probe
