@@ -150,6 +150,8 @@ class ShuffleIterator(Iterator):
         return self._take(n)
 
     def next_indices(self, n):
+        if self._deferred is not None:  # an input error due after the indices the last call returned
+            self._raise_deferred()
         if not self._filled:
             self._fill()
             self._buffer = np.asarray(self._buffer, dtype=np.int64)
