@@ -255,6 +255,16 @@ def test_shuffle_outputs_the_input_without_its_failed_elements_and_raises_their_
     assert [o[1] for o in _errors(outs)] == ["ValueError"] * len(BAD)
 
 
+@pytest.mark.parametrize("reader", [lambda ds: ds.filter(lambda x: True), lambda ds: ds.batch(2)],
+                         ids=["filter", "batch"])
+def test_shuffle_over_indices_raises_the_error_it_kept_for_a_stage_reading_its_indices(reader):
+    # next_indices did not look at the error kept for the next call (only next and next_many do): a stage
+    # reading indices (filter, batch) went on without it.
+    make = lambda: reader(filter_raising(Dataset.range(N)).shuffle(5, seed=3)).take(1000)
+    by_many = _calls_of_next_many(iter(make()), 3)
+    assert len(_errors(by_many)) == len(BAD) and by_many == outcomes(iter(make()), 100)[0]
+
+
 def _calls_of_next_many(it, n, calls=None) -> list:
     """The outcomes of ``calls`` calls of ``it.next_many(n)`` (all of them, to the end, when None), as
     ``testing.outcomes`` writes them."""
@@ -338,9 +348,8 @@ def test_padded_batch_pads_by_the_same_plan_whichever_element_comes_first():
     assert "input element 0 has shape [2]" in _errors(outs)[0][2]
 
 
-@pytest.mark.xfail(strict=True, reason="map_batch.py (owned elsewhere): MapAndBatchIterator's state drops the "
-                                       "error its next_many kept for its next call (the base class's deferral)")
 def test_a_fused_map_and_batch_keeps_the_error_it_kept_for_its_next_call():
+    # Its state dropped the error its next_many kept for its next call (fixed in map_batch.py, 37bcfc6).
     assert_resumes_after_each_next_many(lambda: Dataset.range(N).map(boom).batch(3).take(1000))
 
 
@@ -358,9 +367,7 @@ def test_a_saved_signature_mismatch_is_restored_as_itself():
     assert type(not_an_op_error).__name__ == "UnknownError"
 
 
-@pytest.mark.xfail(strict=True, reason="map_batch.py (owned elsewhere): a fused map+batch making batches on threads "
-                                       "raises a batch's stacking error from get_state (it finishes the in-flight "
-                                       "batches with future.result(), which raises) instead of saving it")
 def test_a_fused_map_and_batch_saves_a_batch_that_failed_to_stack():
+    # get_state raised the batch's stacking error from a worker's block (fixed in map_batch.py, 37bcfc6).
     assert_resumes_everywhere_with_errors(
         lambda: Dataset.range(N).map(_bad_shape, num_parallel_calls=2).batch(2).unbatch())
