@@ -8,6 +8,7 @@ from .. import structure
 from ..errors import InvalidArgumentError
 from ..ragged import RaggedValue, SparseValue
 from .base import BlockIterator, take_exactly
+from ..engine.blocks import restored_error, saved_error
 from ..engine.registry import builds
 from ..nodes.ragged_batch import RaggedBatch, SparseBatch
 
@@ -20,23 +21,30 @@ class _Batcher(BlockIterator):
 
     def _next_many(self, n):
         out = []
-        for _ in range(max(n, 1)):
-            elements = take_exactly(self.input, self.node.batch_size)
-            if not elements or (self.node.drop_remainder and len(elements) < self.node.batch_size):
-                break
-            out.append(self._build(elements))
-            if len(elements) < self.node.batch_size:
-                break
+        try:
+            for _ in range(max(n, 1)):
+                elements = take_exactly(self.input, self.node.batch_size)
+                if not elements or (self.node.drop_remainder and len(elements) < self.node.batch_size):
+                    break
+                out.append(self._build(elements))
+                if len(elements) < self.node.batch_size:
+                    break
+        except Exception as e:  # noqa: BLE001 - a batch's error: after the batches made before it
+            if not out:
+                raise
+            self._deferred = e
         return out
 
     def children(self):
         return [self.input]
 
     def get_state(self):
-        return {"input": self.input.get_state()}
+        # 'deferred': an error met past the batches the last next_many returned, raised by the next call
+        return {"input": self.input.get_state(), "deferred": saved_error(self._deferred)}
 
     def set_state(self, state):
         self.input.set_state(state["input"])
+        self._deferred = restored_error(state.get("deferred"), "'deferred'")  # (absent from older states)
 
 
 @builds(RaggedBatch)
