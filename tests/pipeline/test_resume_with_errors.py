@@ -307,6 +307,7 @@ KEEPING_AN_ERROR_PAST_THEIR_OUTPUT = {
     "padded_batch": lambda: generator_source().padded_batch(3),
     "rebatch": lambda: generator_source().batch(4).rebatch(3),
     "window": lambda: generator_source().window(3),
+    "ragged_batch": lambda: generator_source().ragged_batch(3),
     "shuffle": lambda: Dataset.range(N).map(boom).shuffle(5, seed=3),
     "shuffle_indices": lambda: filter_raising(Dataset.range(N)).shuffle(5, seed=3),
     "signature_check": lambda: Dataset.range(4).flat_map(lambda i: Dataset.range(i * 6, i * 6 + 6).map(_bad_dtype),
@@ -337,6 +338,14 @@ def test_a_parallel_batch_saves_a_batch_that_failed_to_stack_and_raises_it_in_pl
     with pytest.raises(Exception, match="Cannot add tensor to the batch"):
         next(restored)
     assert next(restored).shape == (2, 1)
+
+
+def test_ragged_batch_read_many_at_a_time_loses_no_batch_before_an_error():
+    # Its next_many (sparse_batch's too: the same loop) made several batches in one loop: an error dropped the
+    # batches made before it.
+    make = lambda: generator_source().map(lambda x: np.reshape(x, [1])).ragged_batch(3).take(1000)
+    by_many = _calls_of_next_many(iter(make()), 3)
+    assert len(_errors(by_many)) == len(BAD) and by_many == outcomes(iter(make()), 100)[0]
 
 
 def test_padded_batch_pads_by_the_same_plan_whichever_element_comes_first():
