@@ -233,6 +233,17 @@ def test_resumes_with_errors_in_their_places(make, request):
     assert run and (not errors if "ignore_errors" in request.node.callspec.id else errors), run
 
 
+@pytest.mark.parametrize("kind", ["cache_file", "cache_file_repeat", "cache_repeat", "snapshot"])
+def test_resumes_with_errors_through_files_and_epochs(kind, tmp_path):
+    # A pass with an error is not recorded (cache, snapshot): each pass reads the input, errors and all.
+    path = str(tmp_path / "data")
+    makes = {"cache_file": lambda: map_sequential(Dataset.range(N)).cache(path),
+             "cache_file_repeat": lambda: map_sequential(Dataset.range(12)).cache(path).repeat(2),
+             "cache_repeat": lambda: map_sequential(Dataset.range(12)).cache().repeat(2),
+             "snapshot": lambda: map_sequential(Dataset.range(N)).snapshot(path)}
+    assert _errors(assert_resumes_everywhere_with_errors(makes[kind]))
+
+
 # ------------------------------------------------------------------ regressions, one behaviour each
 def _good(outs):
     return [o for o in outs if o[0] == "element"]
