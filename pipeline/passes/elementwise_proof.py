@@ -10,6 +10,11 @@ Only what can be proven is accepted; anything else is "not proven" and the map s
 - straight-line code of parameter and local loads, number constants (int, float, bool), unary ``- + ~``,
   binary arithmetic and comparisons, local stores, and a returned value or (nested) tuple of values that
   each depend on an argument (a constant result would not gain the batch dimension);
+- on Python 3.11 (whose call bytecode this module models), also calls of a few exact numpy functions on a
+  value -- ``np.abs`` (and the builtin ``abs``), ``np.sqrt``, ``np.square``, ``np.floor``, ``np.ceil``,
+  ``np.trunc`` -- and casts, ``x.astype(np.float32)`` / ``x.astype("float32")`` / ``np.float32(x)``, except
+  from floating point to integers (NaN and out-of-range values are undefined there, and numpy's scalar and
+  array casts need not agree); ``np`` must be the numpy module itself in the function's globals;
 - numeric arguments (bool, integers, float16/32/64; not complex or long double, whose scalar and array
   loops may round differently);
 - floating-point results only through ``+ - * /`` and comparisons, which IEEE 754 rounds exactly whatever
@@ -29,8 +34,10 @@ when numpy is set to raise, or a warning filter turns ``RuntimeWarning`` into er
 
 from __future__ import annotations
 
+import builtins
 import dis
 import operator
+import sys
 import types
 from dataclasses import dataclass
 
@@ -45,12 +52,18 @@ _COMPARE = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operat
             ">": operator.gt, ">=": operator.ge}
 _UNARY = {"UNARY_NEGATIVE": ("-x", operator.neg), "UNARY_INVERT": ("~x", operator.invert),
           "UNARY_POSITIVE": ("+x", operator.pos)}
-# Exact on floats: IEEE 754 rounds + - * / correctly, so any loop gives the same bits; signs and comparisons
-# do not round at all.
-_EXACT_ON_FLOATS = frozenset({"+", "-", "*", "/", "-x", "+x", "~x"} | set(_COMPARE))
 _NUMERIC = frozenset(np.dtype(t) for t in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
     np.float16, np.float32, np.float64))
+# numpy functions that are exact on every numeric dtype (sqrt: IEEE 754 rounds it correctly, like + - * /)
+_EXACT_CALLS = {np.absolute: "abs", abs: "abs", np.sqrt: "sqrt", np.square: "square", np.floor: "floor",
+                np.ceil: "ceil", np.trunc: "trunc"}
+_CASTS = {np.dtype(t).type: np.dtype(t) for t in _NUMERIC}
+# Exact on floats: IEEE 754 rounds + - * / correctly, so any loop gives the same bits; signs and comparisons
+# do not round at all.
+_EXACT_ON_FLOATS = frozenset({"+", "-", "*", "/", "-x", "+x", "~x", "cast"} | set(_COMPARE) |
+                             set(_EXACT_CALLS.values()))
+_CALLS_MODELLED = sys.version_info[:2] == (3, 11)  # LOAD_METHOD / PRECALL / CALL and their stack layout
 _LOADS = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_BORROW"})
 _PAIR_LOADS = frozenset({"LOAD_FAST_LOAD_FAST", "LOAD_FAST_BORROW_LOAD_FAST_BORROW"})
 _NO_EFFECT = frozenset({"RESUME", "NOP", "CACHE"})
@@ -92,14 +105,32 @@ def prove_elementwise(fn, args) -> tuple:
         if not isinstance(a, Leaf) or a.dtype not in _NUMERIC:
             raise NotProven(f"an argument is not a numeric leaf ({a})")
     env = dict(zip(code.co_varnames, args))
-    return _run(dis.get_instructions(fn), env)
+    return _run(dis.get_instructions(fn), env, fn)
 
 
-def _run(instructions, env):
+@dataclass(frozen=True)
+class Named:
+    """A module-level object the function names: numpy, one of its functions or scalar types, or ``abs``."""
+    value: object
+
+
+@dataclass(frozen=True)
+class Method:
+    """``leaf.astype`` loaded for a call (LOAD_METHOD pushes it under the leaf, as ``self``)."""
+    name: str
+
+
+_NULL = object()  # what LOAD_GLOBAL pushes below a function it loads for a call (``NULL + np``)
+
+
+def _run(instructions, env, fn):
     stack: list = []
     for ins in instructions:
         op = ins.opname
-        if op in _NO_EFFECT:
+        if op in _NO_EFFECT or (op == "PRECALL" and _CALLS_MODELLED):
+            continue
+        if _CALLS_MODELLED and op in ("LOAD_GLOBAL", "LOAD_ATTR", "LOAD_METHOD", "CALL"):
+            _call_step(ins, stack, fn)
             continue
         if op in _LOADS:
             stack.append(_local(env, ins.argval))
@@ -137,6 +168,93 @@ def _run(instructions, env):
     raise NotProven("has no return")  # (unreachable for compiled Python code)
 
 
+def _call_step(ins, stack, fn):
+    """One step of Python 3.11's call bytecode: ``np.sqrt(x)`` is LOAD_GLOBAL (NULL + np), LOAD_ATTR sqrt,
+    LOAD_FAST x, PRECALL 1, CALL 1; ``x.astype(t)`` is LOAD_FAST x, LOAD_METHOD astype, (t), PRECALL 1, CALL 1."""
+    op = ins.opname
+    if op == "LOAD_GLOBAL":
+        if ins.arg & 1:
+            stack.append(_NULL)
+        stack.append(_named(fn, ins.argval))
+    elif op == "LOAD_ATTR":
+        owner = stack.pop()
+        if not (isinstance(owner, Named) and owner.value is np):
+            raise NotProven(f"reads the attribute {ins.argval!r} of a value (only numpy's own are followed)")
+        stack.append(_allowed(getattr(np, ins.argval, None), f"np.{ins.argval}"))
+    elif op == "LOAD_METHOD":
+        owner = stack.pop()
+        if not (isinstance(owner, Leaf) and ins.argval == "astype"):
+            raise NotProven(f"calls the method {ins.argval!r} (only astype is followed)")
+        stack.extend((Method("astype"), owner))
+    else:  # CALL n
+        n = ins.arg
+        call_args = stack[len(stack) - n:] if n else []
+        del stack[len(stack) - n:]
+        self_or_callee, callee_or_null = stack.pop(), stack.pop()
+        if callee_or_null is _NULL:
+            callee = self_or_callee
+        else:
+            callee, call_args = callee_or_null, [self_or_callee] + call_args
+        stack.append(_call(callee, call_args))
+
+
+def _named(fn, name):
+    """What a global name of ``fn`` is bound to now, if it is one the proof follows."""
+    scope = fn.__globals__
+    if name in scope:
+        value = scope[name]
+    else:
+        space = fn.__builtins__ if isinstance(fn.__builtins__, dict) else vars(builtins)
+        value = space.get(name)
+    if value is np:
+        return Named(np)
+    return _allowed(value, name)
+
+
+def _allowed(value, name):
+    try:
+        if value in _EXACT_CALLS or value in _CASTS:
+            return Named(value)
+    except TypeError:  # (unhashable)
+        pass
+    raise NotProven(f"uses {name}, which the proof does not follow")
+
+
+def _call(callee, args):
+    if len(args) != 1 and not isinstance(callee, Method):
+        raise NotProven(f"calls a function with {len(args)} arguments")
+    if isinstance(callee, Method):  # leaf.astype(dtype)
+        if len(args) != 2:
+            raise NotProven("calls astype with other than one argument")
+        leaf, target = args
+        if isinstance(target, Named) and target.value in _CASTS:
+            dtype = _CASTS[target.value]
+        elif isinstance(target, Const) and type(target.value) is str:
+            try:
+                dtype = np.dtype(target.value)
+            except TypeError:
+                raise NotProven(f"casts to {target.value!r}, not a dtype") from None
+        else:
+            raise NotProven("casts to something other than a numpy scalar type or a dtype name")
+        return _cast(leaf, dtype, lambda v: v.astype(dtype))
+    if not isinstance(callee, Named) or callee.value is np:
+        raise NotProven("calls something other than a followed numpy function")
+    fn = callee.value
+    if fn in _CASTS:  # np.float32(x)
+        return _cast(args[0], _CASTS[fn], fn)
+    return _apply(fn, _EXACT_CALLS[fn], args[0])
+
+
+def _cast(value, dtype, convert):
+    if not isinstance(value, Leaf):
+        raise NotProven("casts a constant or a tuple (only argument-derived values are followed)")
+    if dtype not in _NUMERIC:
+        raise NotProven(f"casts to {dtype}")
+    if value.dtype.kind == "f" and dtype.kind in "iu":
+        raise NotProven(f"casts {value.dtype} to {dtype} (NaN and out-of-range floats are undefined there)")
+    return _apply(convert, "cast", value)
+
+
 def _local(env, name):
     if name not in env:
         raise NotProven(f"reads {name!r} before it is set")
@@ -144,14 +262,15 @@ def _local(env, name):
 
 
 def _const(value):
-    if type(value) not in (int, float, bool):
+    if type(value) not in (int, float, bool, str):  # (a str is only followed as a dtype name: see _call)
         raise NotProven(f"holds the constant {value!r}, not a Python number")
     return Const(value)
 
 
 def _apply(fn, symbol, *operands):
-    if any(type(o) is tuple for o in operands):
-        raise NotProven(f"applies {symbol} to a tuple")
+    for o in operands:
+        if not isinstance(o, (Leaf, Const)) or (isinstance(o, Const) and type(o.value) is str):
+            raise NotProven(f"applies {symbol} to {type(o.value if isinstance(o, Const) else o).__name__}")
     leaves = [o for o in operands if isinstance(o, Leaf)]
     values = [o.empty() if isinstance(o, Leaf) else o.value for o in operands]
     if not leaves:  # constants only: the same Python arithmetic in every call

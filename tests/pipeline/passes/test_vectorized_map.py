@@ -122,8 +122,8 @@ def test_options_switch_the_proof_off(switch):
 
 
 @pytest.mark.parametrize("fn, why", [
-    (lambda x: x.astype(np.float32), "uses"),
-    (lambda x: np.int64(x) + 1, "uses"),
+    (lambda x: x.sum(), "sum"),
+    (lambda x: np.exp(x) + 1, "np.exp"),
 ])
 def test_a_map_that_cannot_be_proven_stays_per_element_and_says_why(fn, why):
     ds = Dataset.range(10).map(fn).batch(4)
