@@ -104,8 +104,26 @@ def prove_elementwise(fn, args) -> tuple:
     for a in args:
         if not isinstance(a, Leaf) or a.dtype not in _NUMERIC:
             raise NotProven(f"an argument is not a numeric leaf ({a})")
-    env = dict(zip(code.co_varnames, args))
-    return _run(dis.get_instructions(fn), env, fn)
+    # Every epoch's iterator runs the passes: a proof (26-170 us) is kept per code, argument leaves and what
+    # the code's names are bound to now (so rebinding ``np`` is not missed).
+    scope = fn.__globals__
+    key = (code, args, tuple(id(scope.get(name)) for name in code.co_names))
+    known = _PROOFS.get(key)
+    if known is None:
+        try:
+            known = _run(dis.get_instructions(fn), dict(zip(code.co_varnames, args)), fn)
+        except NotProven as why:
+            known = why
+        if len(_PROOFS) >= _PROOFS_KEPT:
+            _PROOFS.clear()
+        _PROOFS[key] = known
+    if isinstance(known, NotProven):
+        raise NotProven(*known.args)
+    return known
+
+
+_PROOFS: dict = {}
+_PROOFS_KEPT = 512
 
 
 @dataclass(frozen=True)
@@ -170,7 +188,8 @@ def _run(instructions, env, fn):
 
 def _call_step(ins, stack, fn):
     """One step of Python 3.11's call bytecode: ``np.sqrt(x)`` is LOAD_GLOBAL (NULL + np), LOAD_ATTR sqrt,
-    LOAD_FAST x, PRECALL 1, CALL 1; ``x.astype(t)`` is LOAD_FAST x, LOAD_METHOD astype, (t), PRECALL 1, CALL 1."""
+    LOAD_FAST x, PRECALL 1, CALL 1 where the module imports numpy as ``np``, else LOAD_GLOBAL np, LOAD_METHOD
+    sqrt, ...; ``x.astype(t)`` is LOAD_FAST x, LOAD_METHOD astype, (t), PRECALL 1, CALL 1."""
     op = ins.opname
     if op == "LOAD_GLOBAL":
         if ins.arg & 1:
@@ -181,11 +200,14 @@ def _call_step(ins, stack, fn):
         if not (isinstance(owner, Named) and owner.value is np):
             raise NotProven(f"reads the attribute {ins.argval!r} of a value (only numpy's own are followed)")
         stack.append(_allowed(getattr(np, ins.argval, None), f"np.{ins.argval}"))
-    elif op == "LOAD_METHOD":
+    elif op == "LOAD_METHOD":  # a module's function: (NULL, function); a value's method: (method, value)
         owner = stack.pop()
-        if not (isinstance(owner, Leaf) and ins.argval == "astype"):
+        if isinstance(owner, Named) and owner.value is np:  # (np.f(x) where np is not imported in the module)
+            stack.extend((_NULL, _allowed(getattr(np, ins.argval, None), f"np.{ins.argval}")))
+        elif isinstance(owner, Leaf) and ins.argval == "astype":
+            stack.extend((Method("astype"), owner))
+        else:
             raise NotProven(f"calls the method {ins.argval!r} (only astype is followed)")
-        stack.extend((Method("astype"), owner))
     else:  # CALL n
         n = ins.arg
         call_args = stack[len(stack) - n:] if n else []
@@ -277,7 +299,8 @@ def _apply(fn, symbol, *operands):
         if symbol in ("**", "<<") and abs(values[-1]) > 64:
             raise NotProven(f"{symbol} of constants with a large right operand")  # (Python ints grow)
         try:
-            return _const(fn(*values))
+            with np.errstate(all="ignore"):
+                return _const(fn(*values))
         except Exception as e:  # noqa: BLE001 - would raise in every call: not worth proving
             raise NotProven(f"{symbol} of constants raises {type(e).__name__}") from None
     ranks = {leaf.rank for leaf in leaves}

@@ -170,3 +170,14 @@ def test_a_closure_is_refused():
     k = 3
     with pytest.raises(NotProven, match="closure"):
         prove_elementwise(lambda x: x + k, (SCALAR,))
+
+
+def test_a_kept_proof_is_not_used_after_a_global_it_read_is_rebound():
+    namespace = {"np": np}
+    exec("def f(x):\n    return np.sqrt(x)\n", namespace)  # noqa: S102
+    x = (Leaf(np.dtype("float64"), 0),)
+    assert prove_elementwise(namespace["f"], x) == x[0]
+    assert prove_elementwise(namespace["f"], x) == x[0]  # (kept)
+    namespace["np"] = types.SimpleNamespace(sqrt=np.sqrt)
+    with pytest.raises(NotProven):
+        prove_elementwise(namespace["f"], x)
