@@ -315,14 +315,15 @@ class ChosenMapBatchIterator(_Chooser):
         return inner, stage
 
     # One state layout whichever executor runs (the fused stage's): a process map's "ready" is the carry,
-    # its "input_done" is "done", and the batch over it adds the batches it finished ("pending").
+    # its "input_done" is "done", and the batch over it adds the batches it finished ("pending") and the error
+    # it kept for its next call ("deferred", as the fused stage's).
     def _inner_state(self):
         state = self._inner.get_state()
         if self._executor == "thread":
             return {**state, "pending": []}
         m = state["input"]
         return {"input": m["input"], "position": m["position"], "carry": m["ready"], "done": m["input_done"],
-                "seeds": m["seeds"], "pending": state["pending"]}
+                "seeds": m["seeds"], "pending": state["pending"], "deferred": state["deferred"]}
 
     def _restore_inner(self, state):
         if self._executor == "thread":
@@ -331,7 +332,8 @@ class ChosenMapBatchIterator(_Chooser):
         m = {"input": state["input"], "position": state["position"], "ready": state["carry"],
              "input_done": state["done"], "seeds": state["seeds"]}
         ended = bool(state["done"]) and not state["carry"] and not state["pending"]
-        self._inner.set_state({"input": m, "done": ended, "pending": state["pending"]})
+        self._inner.set_state({"input": m, "done": ended, "pending": state["pending"],
+                               "deferred": state.get("deferred")})
 
     @staticmethod
     def held(state, weight=None):
