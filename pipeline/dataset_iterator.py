@@ -59,8 +59,11 @@ def _restore_tree(it, root_state) -> None:
 
 def _restore_deferred(it, state) -> None:
     """The error the root iterator had met past what the last ``next_many`` returned, raised again by the next
-    call (a saved state's ``deferred``: a ``Failure``; absent when there was none)."""
-    it.defer(restored_error(state.get("deferred"), "'deferred'"))
+    call (a saved state's ``deferred``: a ``Failure``; absent when there was none -- then the root's own
+    restored state decides)."""
+    error = restored_error(state.get("deferred"), "'deferred'")
+    if error is not None:
+        it.defer(error)
 
 
 def _unfit_state_error(exc: BaseException) -> InvalidArgumentError:

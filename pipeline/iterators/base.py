@@ -66,6 +66,15 @@ class Iterator:
         """Raise ``error`` at the next call (a restored state's deferred error: see ``DatasetIterator``)."""
         self._deferred = error
 
+    def _deliver_before(self, out, error):
+        """``out``, the elements (or indices) made before ``error``: returned now, ``error`` kept for the next
+        call (an iterator that does this saves it in its state: see the module docstring); ``error`` raised now
+        when ``out`` is empty."""
+        if not len(out):
+            raise error
+        self._deferred = error
+        return out
+
     # ------------------------------------------------------------------ subclass hooks
     def _next(self):
         if self.index_source is not None:
@@ -89,9 +98,7 @@ class Iterator:
         except StopIteration:
             pass
         except Exception as e:  # noqa: BLE001
-            if not out:
-                raise
-            self._deferred = e  # deliver what came before the error first
+            return self._deliver_before(out, e)  # what came before the error first
         return out
 
     def next_indices(self, n: int) -> np.ndarray:

@@ -354,9 +354,7 @@ class SlotCycle(Iterator):
                             self._weave(out, n - len(out))
                     self._consumed(slot)
         except Exception as e:  # noqa: BLE001 - an input error, delivered after the elements before it
-            if not out:
-                raise
-            self._deferred = e
+            return self._deliver_before(out, e)
         return out
 
     def _next(self):

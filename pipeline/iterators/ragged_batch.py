@@ -30,9 +30,7 @@ class _Batcher(BlockIterator):
                 if len(elements) < self.node.batch_size:
                     break
         except Exception as e:  # noqa: BLE001 - a batch's error: after the batches made before it
-            if not out:
-                raise
-            self._deferred = e
+            return self._deliver_before(out, e)
         return out
 
     def children(self):

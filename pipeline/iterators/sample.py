@@ -66,9 +66,7 @@ class _DirectedIterator(BlockIterator):
                     queue.extend(got)
                 out.append(queue.popleft())
         except Exception as e:  # noqa: BLE001 - delivered after the elements before it
-            if not out:
-                raise
-            self._deferred = e
+            out = self._deliver_before(out, e)
         order = self._order
         return out if order is None else [order(e) for e in out]
 

@@ -115,7 +115,7 @@ class ShuffleIterator(Iterator):
                 # This step has not happened (no draw used, the slot keeps its element): the next call takes
                 # the same slot and refills it with the input after the failed one -- the choices of a run
                 # without the failing inputs. The elements before it are delivered first.
-                return self._raise_or_defer(e, out)
+                return self._deliver_before(out, e)
             self._used += 1
             out.append(buf[j])
             if item is _END:
@@ -123,14 +123,6 @@ class ShuffleIterator(Iterator):
                 buf.pop()
             else:
                 buf[j] = item
-        return out
-
-    def _raise_or_defer(self, error, out):
-        """``out`` with ``error`` kept for the next call (saved in the state meanwhile); ``error`` when ``out``
-        is empty."""
-        if not len(out):
-            raise error
-        self._deferred = error
         return out
 
     def _next(self):
@@ -169,7 +161,7 @@ class ShuffleIterator(Iterator):
                 try:
                     self._incoming = self.input.next_indices(max(FILL_BLOCK, want))
                 except Exception as e:  # noqa: BLE001 - the input's error: after the indices made so far
-                    return self._raise_or_defer(e, np.concatenate(parts) if parts else _NO_INDICES)
+                    return self._deliver_before(np.concatenate(parts) if parts else _NO_INDICES, e)
                 self._input_done = not len(self._incoming)
             if len(self._incoming):
                 out = self._steady_chunk(min(DRAW - self._used, len(self._incoming)))

@@ -31,10 +31,7 @@ class SignatureCheckIterator(BlockIterator):
             except Exception as e:  # noqa: BLE001 - raised after the elements before it
                 self._position += 1
                 self._pending = block[i + 1:] + self._pending
-                if not out:
-                    raise
-                self._deferred = e
-                break
+                return self._deliver_before(out, e)
             self._position += 1
         return out
 
