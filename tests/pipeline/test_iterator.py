@@ -136,3 +136,18 @@ def test_a_state_whose_deferred_error_is_not_a_saved_error_is_refused():
     state["deferred"] = "bad 3"
     with pytest.raises(errors.InvalidArgumentError, match="deferred"):
         iter(Dataset.range(10).map(_bad_at_3).batch(1)).set_state(state)
+
+
+def test_the_root_stages_own_saved_error_is_kept_when_the_state_has_no_top_level_one():
+    # batch saves the error it kept for its next call in its own state; a state without the top-level copy
+    # (written by hand, or by a version that did not keep one) used to have it cleared on restore
+    it = iter(Dataset.range(10).map(_bad_at_3).batch(1))
+    it.next_many(5)
+    state = it.get_state()
+    assert state["root"]["deferred"] is not None
+    del state["deferred"]
+    resumed = iter(Dataset.range(10).map(_bad_at_3).batch(1))
+    resumed.set_state(state)
+    with pytest.raises(ValueError, match="bad 3"):
+        next(resumed)
+    assert next(resumed).tolist() == [4]
