@@ -33,13 +33,6 @@ def fusable(map_node, options) -> str | None:
     return None
 
 
-def vectorizable(map_node, options) -> bool:
-    """Whether the vectorized_map pass will run ``map_node`` once per batch."""
-    opt = options.experimental_optimization
-    return (map_node.vectorized and not map_node.with_rng and opt.apply_default_optimizations is not False
-            and opt.vectorized_map is not False)
-
-
 def map_batch_fusion(root, options, log):
     opt = options.experimental_optimization
     if opt.apply_default_optimizations is False or opt.map_and_batch_fusion is False:
@@ -48,8 +41,8 @@ def map_batch_fusion(root, options, log):
     def rewrite(node):
         if isinstance(node, Batch) and isinstance(node.inputs[0], Map):
             inner = node.inputs[0]
-            if fusable(inner, options) is not None or vectorizable(inner, options):
-                return node  # (a vectorizable map is the vectorized_map pass's to rewrite)
+            if fusable(inner, options) is not None:
+                return node  # (an elementwise map is already the vectorized_map pass's: it runs first)
             log.note(node, f"fused with the map below it ({inner.label()}) into one MapAndBatch stage")
             return MapAndBatch(inner, node)
         return node

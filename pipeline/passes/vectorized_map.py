@@ -18,7 +18,7 @@ from ..structure import TensorSpec
 from .registry import register
 from ..nodes.map_batch import MapAndBatch
 from .elementwise_proof import Leaf, NotProven, prove_elementwise
-from .map_batch_fusion import fusable, vectorizable
+from .map_batch_fusion import fusable
 from .map_fusion import Fused
 
 
@@ -33,7 +33,7 @@ def vectorized_map(root, options, log):
         inner = node.inputs[0]
         if fusable(inner, options) is not None:
             return node
-        if opt.vectorized_map is not False and vectorizable(inner, options):
+        if inner.vectorized and not inner.with_rng and opt.vectorized_map is not False:
             log.note(node, f"the map below it ({inner.label()}) is declared vectorized: it runs once per batch")
             return MapAndBatch(inner, node, vectorized=True)
         if opt.elementwise_vectorization is False or opt.map_and_batch_fusion is False:
