@@ -237,6 +237,11 @@ class SlotCycle(Iterator):
         -- the read the element-by-element path would make when it reached the slot -- so the weave covers
         the whole request; the parallel one leaves it to its readers."""
 
+    def _fill_for_columns(self, slot: Slot, need: int) -> None:
+        """Before ``_columns_ready`` judges ``slot`` (lock held): it holds fewer than ``need`` rows. ``_short`` here;
+        the parallel iterator also waits for a read running in a reader, which the batch needs either way."""
+        self._short(slot, need)
+
     def _weave(self, out: list, want: int) -> None:
         """Whole rounds over all slots at once, when every slot has buffered enough (lock held)."""
         B, C = self._block_length, self._cycle
@@ -284,7 +289,7 @@ class SlotCycle(Iterator):
             if slot is None or slot.buffer:
                 return False
             if slot.columns.rows < need and not slot.ended:
-                self._short(slot, need)
+                self._fill_for_columns(slot, need)
             if slot.buffer or slot.columns.rows < need:
                 return False
         return self._agreeing_heads(order) is not None

@@ -239,14 +239,18 @@ class ParallelInterleaveIterator(SlotCycle):
             if slot.busy and slot in self._tasks:  # queued, not started: the consumer reads it itself
                 self._read_here(slot)
                 continue
-            if self._tuner is None:
-                self._data_ready.wait()
-            else:  # measure the wait; tick while waiting so that a long wait raises parallelism too
-                t0 = self.clock()
-                self._data_ready.wait(autotune.WINDOW)
-                self._tuner.waited(self.clock() - t0)
-                self._tick(locked=True)
+            self._wait_for_reads()
         return True
+
+    def _wait_for_reads(self):
+        """Wait (lock held) until a reader delivers."""
+        if self._tuner is None:
+            self._data_ready.wait()
+        else:  # measure the wait; tick while waiting so that a long wait raises parallelism too
+            t0 = self.clock()
+            self._data_ready.wait(autotune.WINDOW)
+            self._tuner.waited(self.clock() - t0)
+            self._tick(locked=True)
 
     def _read_here(self, slot):
         """Run ``slot``'s read on the consumer thread: its queued one, or (a solo start: no reader runs) a
@@ -280,6 +284,19 @@ class ParallelInterleaveIterator(SlotCycle):
                 self._read_here(slot)
         elif slot.busy and slot in self._tasks:
             self._read_here(slot)
+
+    def _fill_for_columns(self, slot, need):
+        """Before a batch's check of the slots (lock held): a short slot's queued reads are made here, and one a
+        reader is running is waited for. The batch needs those rows either way; without the wait the element
+        way took the rows the slot already held (a first read's few, of every slot: a batch's worth of rows) as
+        elements, for the batch to stack again, whenever the check came while a reader was still reading."""
+        while True:
+            self._short(slot, need)
+            if (slot.columns.rows >= need or slot.buffer or slot.ended or slot.failures or not slot.busy
+                    or self._closed or not self.deterministic):
+                return  # (deterministic=False: the element way may take another slot instead of waiting)
+            if slot not in self._tasks:
+                self._wait_for_reads()
 
     def _switch_to_ready(self) -> bool:
         """deterministic=False: make a slot that can give something now the current one (lock held)."""
