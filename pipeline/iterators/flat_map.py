@@ -3,6 +3,10 @@
 State: the input's state, the outer element the current inner dataset was made from and that inner
 iterator's state. A restore calls ``map_func`` on the saved element again and restores the new inner
 iterator, so the function must build the same dataset from the same element.
+
+Under a ``batch`` (directly, or as an interleave's inner dataset) the inner datasets' stacked rows pass
+through: ``next_rows`` hands on the current inner iterator's (a ``from_generator`` per file reads its rows as
+columns, as it does alone or interleaved), moving to the next inner dataset where one ends.
 """
 
 from __future__ import annotations
@@ -34,22 +38,49 @@ class FlatMapIterator(BlockIterator):
         self._element = None  # the outer element of the current inner iterator
         self._inner = None
 
+    def _open_next(self) -> bool:
+        """Open the inner dataset of the next input element; False at the end of the input."""
+        try:
+            element = self.input.next()  # input errors pass through; the next call goes on
+        except StopIteration:
+            return False
+        position = self._position
+        self._position += 1
+        self._inner = open_inner(self.node, self.ctx, element, position, "flat_map")
+        self._element = element
+        return True
+
+    def _close_inner(self):
+        self._inner.close()
+        self._inner = self._element = None
+
     def _next_many(self, n):
         while True:
-            if self._inner is None:
-                try:
-                    element = self.input.next()  # input errors pass through; the next call goes on
-                except StopIteration:
-                    return []
-                position = self._position
-                self._position += 1
-                self._inner = open_inner(self.node, self.ctx, element, position, "flat_map")
-                self._element = element
+            if self._inner is None and not self._open_next():
+                return []
             out = self._inner.next_many(n)
             if out:
                 return out
-            self._inner.close()
-            self._inner = self._element = None
+            self._close_inner()
+
+    # A batch above asks ``next_rows`` (whatever the inner datasets turn out to be: one that does not stack
+    # rows answers "elements", and the batch takes them by ``next_many``).
+    stacks_rows = True
+
+    def next_rows(self, n):
+        """The current inner iterator's stacked rows: ``(rows, count)``; ``(None, 0)`` at the end of the input;
+        ``(None, -1)`` when the next results are elements (``next_many`` takes them)."""
+        if self._deferred is not None:
+            self._raise_deferred()
+        while True:
+            if self._inner is None and not self._open_next():
+                return None, 0
+            if not getattr(self._inner, "stacks_rows", False):
+                return None, -1
+            rows, k = self._inner.next_rows(n)
+            if k:
+                return rows, k
+            self._close_inner()  # this inner dataset ended: on to the next one
 
     def children(self):
         return [self.input, self._inner]
