@@ -20,6 +20,7 @@ Per value, the block way costs a few C-level passes and the rebuild of the eleme
 from __future__ import annotations
 
 import operator
+import os
 
 import numpy as np
 
@@ -213,10 +214,11 @@ def _number_block(spec, label):
     scalar_type = dtype.type
     int_scalar = dtype.kind in "iu"
 
-    def convert_numbers(values, as_array=False):
-        """The values as numpy scalars (a list), or with ``as_array`` as one array (``column_converter``)."""
+    def convert_numbers(values, as_array=False, homogeneous=False):
+        """The values as numpy scalars (a list), or with ``as_array`` as one array (``column_converter``);
+        ``homogeneous``: the caller found every value of one type (``dict_columns``)."""
         t = type(values[0])
-        if not _all_of_type(values, t):
+        if not homogeneous and not _all_of_type(values, t):
             return None
         if t is scalar_type:
             return np.array(values, dtype=dtype) if as_array else values
@@ -283,7 +285,7 @@ def column_converter(spec, label: str):
     if spec.dtype == structure.STRING:
         return _string_column
     convert = _number_block(spec, label)
-    return lambda values: convert(values, as_array=True)
+    return lambda values, homogeneous=False: convert(values, as_array=True, homogeneous=homogeneous)
 
 
 def _tuple_columns(spec, parts):
@@ -291,9 +293,9 @@ def _tuple_columns(spec, parts):
     named = structure.is_namedtuple(spec)
     own = type(spec)
 
-    def tuple_columns(values):
+    def tuple_columns(values, homogeneous=False):
         t = type(values[0])
-        if not (t is tuple or (named and t is own)) or not _all_of_type(values, t):
+        if not (t is tuple or (named and t is own)) or not (homogeneous or _all_of_type(values, t)):
             return None
         if operator.countOf(map(len, values), n) != len(values):
             return None
@@ -312,7 +314,7 @@ def _dict_columns(spec, parts):
     keys = tuple(spec)
     columns_of = _dict_column_list(keys, parts)
 
-    def dict_columns(values):
+    def dict_columns(values, homogeneous=False):  # (the plain-dict check is columns_of's in any case)
         columns = columns_of(values)
         return None if columns is None else dict(zip(keys, columns))
 
@@ -324,6 +326,19 @@ def _dict_column_list(keys, parts):
     take). Each value's items are read by the signature's keys: a dict of exactly ``len(keys)`` keys that has
     every one of them has the signature's key set, the per-value check (``KeyError``: a key is missing)."""
     n = len(keys)
+    fast = _c_dict_columns
+    if fast is not None:  # the C pass: the same checks, each column's values of one type, in one walk
+        def column_list_c(values):
+            columns = fast(values, keys)
+            if columns is None:
+                return None
+            for j, (part, column) in enumerate(zip(parts, columns)):
+                columns[j] = converted = part(column, homogeneous=True)
+                if converted is None:
+                    return None
+            return columns
+
+        return column_list_c
     # one key's values at a time (a C-level map per key): ~15% cheaper than ``zip(*map(itemgetter(*keys),
     # values))``, which builds a tuple per value only to take it apart again
     getters = [operator.itemgetter(k) for k in keys]
@@ -342,10 +357,26 @@ def _dict_column_list(keys, parts):
     return column_list
 
 
-def _string_column(values):
+def _string_column(values, homogeneous=False):
     """Scalar strings as one object array of bytes (what stacking bytes elements gives): the values of one
     type, bytes as they are or str encoded (UTF-8, as ``_string_block``), encoded straight into the array."""
     t = type(values[0])
-    if (t is not bytes and t is not str) or not _all_of_type(values, t):
+    if (t is not bytes and t is not str) or not (homogeneous or _all_of_type(values, t)):
         return None
     return np.fromiter(values if t is bytes else map(str.encode, values), dtype=object, count=len(values))
+
+
+def _load_dict_columns():
+    """The optional C pass of ``_dict_column_list`` (``pipeline/_columns_c.c``), or None: not built (no
+    compiler at install time) or disabled with ``JAXFEED_NO_C_EXT=1`` (read at import; tests flip
+    ``_c_dict_columns``, read when a converter is built)."""
+    if os.environ.get("JAXFEED_NO_C_EXT", "") not in ("", "0"):
+        return None
+    try:
+        from .. import _columns_c
+    except ImportError:
+        return None
+    return _columns_c.dict_columns
+
+
+_c_dict_columns = _load_dict_columns()
