@@ -1,5 +1,5 @@
 /* The rows a generator yields, taken apart into columns in C: the optional fast path of
- * pipeline/iterators/generator_convert.py (``_dict_column_list``; see its doc).
+ * pipeline/iterators/generator_convert.py (``_dict_column_list``, ``_tuple_columns``; see its doc).
  *
  * dict_columns(values, keys) -> columns or None
  *
@@ -10,6 +10,12 @@
  *   None:    a block the column way does not take (a row that is not a plain dict, a key missing or extra,
  *            a column of mixed types): the caller then goes value by value, which decides what is accepted.
  *   An error a key's lookup raises (a row key whose __eq__ raises) propagates, as the Python way's does.
+ *
+ * tuple_columns(values, k) -> columns or None
+ *
+ *   The same for rows that are tuples of ``k`` items, all of the first row's type (a tuple or a tuple
+ *   subclass such as a namedtuple: which row types the signature accepts is the caller's check):
+ *   one list per position, each position's values of one type; else None.
  *
  * One pass over the rows with the GIL held and no Python code run (the keys are looked up by their cached
  * hashes): it replaces, per row, the Python way's dict check, length check, one itemgetter call per key and
@@ -74,9 +80,61 @@ error:
     return NULL;
 }
 
+static PyObject *tuple_columns(PyObject *self, PyObject *args) {
+    PyObject *values;
+    Py_ssize_t k;
+    if (!PyArg_ParseTuple(args, "O!n:tuple_columns", &PyList_Type, &values, &k))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(values);
+    if (n == 0 || k <= 0)
+        Py_RETURN_NONE;
+    PyTypeObject *row_type = Py_TYPE(PyList_GET_ITEM(values, 0));
+    if (!PyType_IsSubtype(row_type, &PyTuple_Type))
+        Py_RETURN_NONE;
+    PyObject *columns = PyList_New(k);
+    if (columns == NULL)
+        return NULL;
+    for (Py_ssize_t j = 0; j < k; j++) {
+        PyObject *column = PyList_New(n);
+        if (column == NULL) {
+            Py_DECREF(columns);
+            return NULL;
+        }
+        PyList_SET_ITEM(columns, j, column);
+    }
+    PyTypeObject **first = PyMem_Malloc(sizeof(PyTypeObject *) * (size_t)k);
+    if (first == NULL) {
+        Py_DECREF(columns);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *row = PyList_GET_ITEM(values, i);
+        if (Py_TYPE(row) != row_type || PyTuple_GET_SIZE(row) != k)
+            goto not_taken;
+        for (Py_ssize_t j = 0; j < k; j++) {
+            PyObject *v = PyTuple_GET_ITEM(row, j);
+            if (i == 0)
+                first[j] = Py_TYPE(v);
+            else if (Py_TYPE(v) != first[j])
+                goto not_taken;
+            Py_INCREF(v);
+            PyList_SET_ITEM(PyList_GET_ITEM(columns, j), i, v);
+        }
+    }
+    PyMem_Free(first);
+    return columns;
+
+not_taken:
+    PyMem_Free(first);
+    Py_DECREF(columns);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"dict_columns", dict_columns, METH_VARARGS,
      "dict_columns(values, keys) -> one list per key, or None: see pipeline/_columns_c.c"},
+    {"tuple_columns", tuple_columns, METH_VARARGS,
+     "tuple_columns(values, k) -> one list per position, or None: see pipeline/_columns_c.c"},
     {NULL, NULL, 0, NULL},
 };
 

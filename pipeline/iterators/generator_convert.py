@@ -293,11 +293,23 @@ def _tuple_columns(spec, parts):
     named = structure.is_namedtuple(spec)
     own = type(spec)
 
+    fast = _c_tuple_columns
+
     def tuple_columns(values, homogeneous=False):
         t = type(values[0])
-        if not (t is tuple or (named and t is own)) or not (homogeneous or _all_of_type(values, t)):
+        if not (t is tuple or (named and t is own)):
             return None
-        if operator.countOf(map(len, values), n) != len(values):
+        if fast is not None:  # the C pass: every row of type t and length n, each position of one type
+            split = fast(values, n)
+            if split is None:
+                return None
+            columns = split
+            for j, (part, column) in enumerate(zip(parts, split)):
+                columns[j] = converted = part(column, homogeneous=True)
+                if converted is None:
+                    return None
+            return own._make(columns) if named else tuple(columns)
+        if not (homogeneous or _all_of_type(values, t)) or operator.countOf(map(len, values), n) != len(values):
             return None
         columns = []
         for part, column in zip(parts, zip(*values)):
@@ -366,17 +378,19 @@ def _string_column(values, homogeneous=False):
     return np.fromiter(values if t is bytes else map(str.encode, values), dtype=object, count=len(values))
 
 
-def _load_dict_columns():
-    """The optional C pass of ``_dict_column_list`` (``pipeline/_columns_c.c``), or None: not built (no
-    compiler at install time) or disabled with ``JAXFEED_NO_C_EXT=1`` (read at import; tests flip
-    ``_c_dict_columns``, read when a converter is built)."""
+def _load_columns_c():
+    """The optional C passes of ``_dict_column_list`` and ``_tuple_columns`` (``pipeline/_columns_c.c``), or
+    None: not built (no compiler at install time) or disabled with ``JAXFEED_NO_C_EXT=1`` (read at import;
+    tests flip ``_c_dict_columns`` / ``_c_tuple_columns``, read when a converter is built)."""
     if os.environ.get("JAXFEED_NO_C_EXT", "") not in ("", "0"):
         return None
     try:
         from .. import _columns_c
     except ImportError:
         return None
-    return _columns_c.dict_columns
+    return _columns_c
 
 
-_c_dict_columns = _load_dict_columns()
+_columns_c = _load_columns_c()
+_c_dict_columns = None if _columns_c is None else _columns_c.dict_columns
+_c_tuple_columns = None if _columns_c is None else _columns_c.tuple_columns

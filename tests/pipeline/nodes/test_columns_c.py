@@ -1,9 +1,10 @@
-"""The optional C pass of ``from_generator``'s dict rows into columns (``pipeline/_columns_c.c``) against the
-Python way it replaces: the same columns, or the same refusal (the block then goes value by value), for
+"""The optional C passes of ``from_generator``'s dict and tuple rows into columns (``pipeline/_columns_c.c``)
+against the Python way they replace: the same columns, or the same refusal (the block then goes value by value), for
 every block; no reference leaked or lost; the Python way still chosen where the extension is off.
 
 Skipped where the extension is not built. The Python way is selected by setting
-``generator_convert._c_dict_columns`` to None (what ``JAXFEED_NO_C_EXT=1`` does at import)."""
+``generator_convert._c_dict_columns`` and ``_c_tuple_columns`` to None (what ``JAXFEED_NO_C_EXT=1`` does at
+import)."""
 
 import collections
 import os
@@ -23,13 +24,16 @@ from test_generator_columns import leaf, p6_rows, p6_spec, rows_for, run, signat
 _c = pytest.importorskip("jaxfeed.pipeline._columns_c", reason="the C extension is not built")
 
 C_PASS = _c.dict_columns
+C_TUPLES = _c.tuple_columns
+Pair = collections.namedtuple("Pair", "a b")
 
 
-def outcome(spec, values, c_pass):
+def outcome(spec, values, native):
     """What the column way makes of a block: its columns, or "not taken" (None, or an exception: the
     generator then goes value by value either way)."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(generator_convert, "_c_dict_columns", c_pass)
+        mp.setattr(generator_convert, "_c_dict_columns", C_PASS if native else None)
+        mp.setattr(generator_convert, "_c_tuple_columns", C_TUPLES if native else None)
         convert = generator_convert.column_converter(spec, "g")
     try:
         got = convert(values)
@@ -41,19 +45,20 @@ def outcome(spec, values, c_pass):
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_the_c_pass_takes_exactly_the_blocks_the_python_way_takes_and_gives_the_same_columns(data):
-    spec = data.draw(signatures().filter(lambda s: isinstance(s, dict) and "s" not in s))
+    spec = data.draw(signatures().filter(lambda s: isinstance(s, (dict, tuple)) and "s" not in s))
     values = data.draw(rows_for(spec, data.draw(st.integers(1, 12)), data.draw(st.sampled_from([0.0, 0.0, 0.2]))))
-    if data.draw(st.booleans()):  # rows that are not plain dicts: a subclass, a dict with a key too few
+    if data.draw(st.booleans()):  # rows of another kind: a subclass, a key or an item too few, a list
         i = data.draw(st.integers(0, len(values) - 1))
-        values[i] = data.draw(st.sampled_from([collections.OrderedDict(values[i]),
-                                               dict(list(values[i].items())[1:]), (1, 2)]))
-    python = outcome(spec, values, None)
-    native = outcome(spec, values, C_PASS)
+        row = values[i]
+        values[i] = data.draw(st.sampled_from(
+            [collections.OrderedDict(row), dict(list(row.items())[1:]), (1, 2)] if isinstance(row, dict) else
+            [list(row), row[1:], row + (1,), Pair(1, 2), {"a": 1}]))
+    python = outcome(spec, values, False)
+    native = outcome(spec, values, True)
     assert (python == "not taken") == (native == "not taken")
     if python != "not taken":
         assert same(native, python)
-        for name in native:
-            assert type(native[name]) is type(python[name])
+        assert type(native) is type(python)
 
 
 def test_plain_dict_rows_come_apart_into_one_list_per_key():
@@ -73,6 +78,25 @@ def test_plain_dict_rows_come_apart_into_one_list_per_key():
 ])
 def test_blocks_the_column_way_does_not_take_are_refused(rows):
     assert C_PASS(rows, ("a", "b")) is None
+
+
+def test_tuple_rows_come_apart_into_one_list_per_position():
+    assert C_TUPLES([(1, "x"), (2, "y")], 2) == [[1, 2], ["x", "y"]]
+    assert C_TUPLES([Pair(1, "x"), Pair(2, "y")], 2) == [[1, 2], ["x", "y"]]
+
+
+@pytest.mark.parametrize("rows", [
+    [(1, 2), Pair(1, 2)],  # not all of the first row's type
+    [Pair(1, 2), (1, 2)],
+    [(1, 2), (1,)],
+    [(1, 2), (1, 2, 3)],
+    [(1, 2), (1.0, 2)],  # a position of mixed types
+    [(1, 2), [1, 2]],
+    [[1, 2], [1, 2]],  # lists are not rows of a tuple signature
+    [],
+])
+def test_tuple_blocks_the_column_way_does_not_take_are_refused(rows):
+    assert C_TUPLES(rows, 2) is None
 
 
 def test_an_error_a_key_lookup_raises_propagates():
@@ -97,14 +121,24 @@ def test_no_reference_is_leaked_or_lost():
         del columns
         assert C_PASS(rows + [{key: value, "n": 1.5}], (key, "n")) is None  # given up half-way
     assert sys.getrefcount(value) == before
+    rows = [(value, i) for i in range(100)]
+    before = sys.getrefcount(value)
+    for _ in range(1000):
+        columns = C_TUPLES(rows, 2)
+        assert sys.getrefcount(value) == before + 100
+        del columns
+        assert C_TUPLES(rows + [(value, 1.5)], 2) is None
+    assert sys.getrefcount(value) == before
 
 
 def test_the_converter_uses_the_extension_by_default():
-    assert generator_convert._c_dict_columns is C_PASS or os.environ.get("JAXFEED_NO_C_EXT", "") not in ("", "0")
+    assert (generator_convert._c_dict_columns is C_PASS and generator_convert._c_tuple_columns is C_TUPLES) or \
+        os.environ.get("JAXFEED_NO_C_EXT", "") not in ("", "0")
 
 
 def test_the_environment_variable_forces_the_python_way():
-    code = "from jaxfeed.pipeline.iterators import generator_convert as g; print(g._c_dict_columns is None)"
+    code = ("from jaxfeed.pipeline.iterators import generator_convert as g; "
+            "print(g._c_dict_columns is None and g._c_tuple_columns is None)")
     env = dict(os.environ, JAXFEED_NO_C_EXT="1")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
