@@ -134,7 +134,11 @@ def cast(arr, dtype, value, label):
 def block_converter(spec, label: str):
     """``values -> elements`` for a whole block (a list), equal to ``[converter(spec)(v) for v in values]``
     whenever it returns a list; None when the block needs the value-by-value way. It may raise anything for
-    a block it cannot take (the caller then goes value by value); it never has side effects."""
+    a block it cannot take (the caller then goes value by value); it never has side effects.
+
+    Every block and column function here takes ``homogeneous=True`` from a caller that has found all the
+    values of one type (the C passes of ``_dict_column_list`` and ``_tuple_columns``): its own check of
+    that is then skipped, nothing else."""
     if isinstance(spec, tuple):
         return _tuple_block(spec, label)
     if isinstance(spec, dict):
@@ -146,7 +150,7 @@ def block_converter(spec, label: str):
     return _array_block(spec)
 
 
-def _never(values):
+def _never(values, homogeneous=False):
     return None
 
 
@@ -158,7 +162,7 @@ def _tuple_block(spec, label):
     columns_of = _tuple_columns(spec, [block_converter(s, label) for s in spec])
     named, own = structure.is_namedtuple(spec), type(spec)
 
-    def convert_tuples(values):
+    def convert_tuples(values, homogeneous=False):
         columns = columns_of(values) if len(spec) else None
         if columns is None:
             return None
@@ -175,7 +179,7 @@ def _dict_block(spec, label):
     columns_of = _dict_column_list(keys, [block_converter(spec[k], label) for k in keys])
     rebuild = _dict_maker(keys)
 
-    def convert_dicts(values):
+    def convert_dicts(values, homogeneous=False):
         columns = columns_of(values)
         return None if columns is None else rebuild(columns)
 
@@ -194,10 +198,10 @@ def _dict_maker(keys):
     return lambda columns: [dict(zip(keys, row)) for row in zip(*columns)]
 
 
-def _string_block(values):
+def _string_block(values, homogeneous=False):
     """Scalar strings: bytes as they are, str encoded (UTF-8, as ``str.encode``)."""
     t = type(values[0])
-    if not _all_of_type(values, t):
+    if not homogeneous and not _all_of_type(values, t):
         return None
     if t is bytes:
         return values
@@ -246,8 +250,8 @@ def _number_block(spec, label):
 def _array_block(spec):
     dtype, shape = spec.dtype, spec.shape
 
-    def convert_arrays(values):
-        if not _all_of_type(values, np.ndarray):
+    def convert_arrays(values, homogeneous=False):
+        if type(values[0]) is not np.ndarray or not (homogeneous or _all_of_type(values, np.ndarray)):
             return None
         for v in values:
             if v.dtype != dtype:

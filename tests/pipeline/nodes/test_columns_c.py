@@ -28,13 +28,13 @@ C_TUPLES = _c.tuple_columns
 Pair = collections.namedtuple("Pair", "a b")
 
 
-def outcome(spec, values, native):
-    """What the column way makes of a block: its columns, or "not taken" (None, or an exception: the
-    generator then goes value by value either way)."""
+def outcome(spec, values, native, way=generator_convert.column_converter):
+    """What the column way (or ``way=block_converter``: the block way of ``next_many``) makes of a block: its
+    columns (elements), or "not taken" (None, or an exception: the generator then goes value by value)."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(generator_convert, "_c_dict_columns", C_PASS if native else None)
         mp.setattr(generator_convert, "_c_tuple_columns", C_TUPLES if native else None)
-        convert = generator_convert.column_converter(spec, "g")
+        convert = way(spec, "g")
     try:
         got = convert(values)
     except Exception:  # noqa: BLE001
@@ -44,7 +44,7 @@ def outcome(spec, values, native):
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
-def test_the_c_pass_takes_exactly_the_blocks_the_python_way_takes_and_gives_the_same_columns(data):
+def test_the_c_pass_takes_exactly_the_blocks_the_python_way_takes_and_gives_the_same_result(data):
     spec = data.draw(signatures().filter(lambda s: isinstance(s, (dict, tuple)) and "s" not in s))
     values = data.draw(rows_for(spec, data.draw(st.integers(1, 12)), data.draw(st.sampled_from([0.0, 0.0, 0.2]))))
     if data.draw(st.booleans()):  # rows of another kind: a subclass, a key or an item too few, a list
@@ -53,12 +53,13 @@ def test_the_c_pass_takes_exactly_the_blocks_the_python_way_takes_and_gives_the_
         values[i] = data.draw(st.sampled_from(
             [collections.OrderedDict(row), dict(list(row.items())[1:]), (1, 2)] if isinstance(row, dict) else
             [list(row), row[1:], row + (1,), Pair(1, 2), {"a": 1}]))
-    python = outcome(spec, values, False)
-    native = outcome(spec, values, True)
-    assert (python == "not taken") == (native == "not taken")
-    if python != "not taken":
-        assert same(native, python)
-        assert type(native) is type(python)
+    for way in (generator_convert.column_converter, generator_convert.block_converter):
+        python = outcome(spec, values, False, way)
+        native = outcome(spec, values, True, way)
+        assert (python == "not taken") == (native == "not taken"), way
+        if python != "not taken":
+            assert same(native, python)
+            assert type(native) is type(python)
 
 
 def test_plain_dict_rows_come_apart_into_one_list_per_key():
