@@ -24,65 +24,86 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+/* The columns being filled: ``k`` lists of ``n`` items (NULL until set: list_dealloc skips those, so a
+ * block given up half-way is simply dropped) and each column's value type, set by its first row. */
+typedef struct {
+    PyObject *lists;
+    PyTypeObject **type;
+} Columns;
+
+static int columns_new(Columns *c, Py_ssize_t k, Py_ssize_t n) {
+    c->type = NULL;
+    c->lists = PyList_New(k);
+    if (c->lists == NULL)
+        return -1;
+    for (Py_ssize_t j = 0; j < k; j++) {
+        PyObject *column = PyList_New(n);
+        if (column == NULL)
+            goto fail;
+        PyList_SET_ITEM(c->lists, j, column);
+    }
+    c->type = PyMem_Malloc(sizeof(PyTypeObject *) * (size_t)k);
+    if (c->type == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    return 0;
+fail:
+    Py_CLEAR(c->lists);
+    return -1;
+}
+
+/* Row i's value of column j (borrowed); 0 when its type is not the column's (the block is not taken). */
+static inline int columns_put(Columns *c, Py_ssize_t i, Py_ssize_t j, PyObject *v) {
+    if (i == 0)
+        c->type[j] = Py_TYPE(v);
+    else if (Py_TYPE(v) != c->type[j])
+        return 0;
+    Py_INCREF(v);
+    PyList_SET_ITEM(PyList_GET_ITEM(c->lists, j), i, v);
+    return 1;
+}
+
+/* The finished columns (``taken``), else None (``!taken``, no error set) or NULL (an error set). */
+static PyObject *columns_end(Columns *c, int taken) {
+    PyMem_Free(c->type);
+    if (taken)
+        return c->lists;
+    Py_DECREF(c->lists);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyObject *dict_columns(PyObject *self, PyObject *args) {
     PyObject *values, *keys;
+    Columns c;
     if (!PyArg_ParseTuple(args, "O!O!:dict_columns", &PyList_Type, &values, &PyTuple_Type, &keys))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(values), k = PyTuple_GET_SIZE(keys);
     if (n == 0 || k == 0)
         Py_RETURN_NONE;
-    PyObject *columns = PyList_New(k);
-    if (columns == NULL)
+    if (columns_new(&c, k, n) < 0)
         return NULL;
-    for (Py_ssize_t j = 0; j < k; j++) {
-        PyObject *column = PyList_New(n);  /* items NULL until set: list_dealloc skips them if we give up */
-        if (column == NULL) {
-            Py_DECREF(columns);
-            return NULL;
-        }
-        PyList_SET_ITEM(columns, j, column);
-    }
-    PyTypeObject **first = PyMem_Malloc(sizeof(PyTypeObject *) * (size_t)k);
-    if (first == NULL) {
-        Py_DECREF(columns);
-        return PyErr_NoMemory();
-    }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *row = PyList_GET_ITEM(values, i);
         if (!PyDict_CheckExact(row) || PyDict_GET_SIZE(row) != k)
-            goto not_taken;
+            return columns_end(&c, 0);
         for (Py_ssize_t j = 0; j < k; j++) {
+            /* NULL: a key missing (so, the size being equal, another one extra), or an error its lookup
+             * raised (left set: it propagates) */
             PyObject *v = PyDict_GetItemWithError(row, PyTuple_GET_ITEM(keys, j));  /* borrowed */
-            if (v == NULL) {
-                if (PyErr_Occurred())
-                    goto error;
-                goto not_taken;  /* a key missing (so, the size being equal, another one extra) */
-            }
-            if (i == 0)
-                first[j] = Py_TYPE(v);
-            else if (Py_TYPE(v) != first[j])
-                goto not_taken;  /* a column of mixed types */
-            Py_INCREF(v);
-            PyList_SET_ITEM(PyList_GET_ITEM(columns, j), i, v);
+            if (v == NULL || !columns_put(&c, i, j, v))
+                return columns_end(&c, 0);
         }
     }
-    PyMem_Free(first);
-    return columns;
-
-not_taken:
-    PyMem_Free(first);
-    Py_DECREF(columns);
-    Py_RETURN_NONE;
-
-error:
-    PyMem_Free(first);
-    Py_DECREF(columns);
-    return NULL;
+    return columns_end(&c, 1);
 }
 
 static PyObject *tuple_columns(PyObject *self, PyObject *args) {
     PyObject *values;
     Py_ssize_t k;
+    Columns c;
     if (!PyArg_ParseTuple(args, "O!n:tuple_columns", &PyList_Type, &values, &k))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(values);
@@ -91,43 +112,17 @@ static PyObject *tuple_columns(PyObject *self, PyObject *args) {
     PyTypeObject *row_type = Py_TYPE(PyList_GET_ITEM(values, 0));
     if (!PyType_IsSubtype(row_type, &PyTuple_Type))
         Py_RETURN_NONE;
-    PyObject *columns = PyList_New(k);
-    if (columns == NULL)
+    if (columns_new(&c, k, n) < 0)
         return NULL;
-    for (Py_ssize_t j = 0; j < k; j++) {
-        PyObject *column = PyList_New(n);
-        if (column == NULL) {
-            Py_DECREF(columns);
-            return NULL;
-        }
-        PyList_SET_ITEM(columns, j, column);
-    }
-    PyTypeObject **first = PyMem_Malloc(sizeof(PyTypeObject *) * (size_t)k);
-    if (first == NULL) {
-        Py_DECREF(columns);
-        return PyErr_NoMemory();
-    }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *row = PyList_GET_ITEM(values, i);
         if (Py_TYPE(row) != row_type || PyTuple_GET_SIZE(row) != k)
-            goto not_taken;
-        for (Py_ssize_t j = 0; j < k; j++) {
-            PyObject *v = PyTuple_GET_ITEM(row, j);
-            if (i == 0)
-                first[j] = Py_TYPE(v);
-            else if (Py_TYPE(v) != first[j])
-                goto not_taken;
-            Py_INCREF(v);
-            PyList_SET_ITEM(PyList_GET_ITEM(columns, j), i, v);
-        }
+            return columns_end(&c, 0);
+        for (Py_ssize_t j = 0; j < k; j++)
+            if (!columns_put(&c, i, j, PyTuple_GET_ITEM(row, j)))
+                return columns_end(&c, 0);
     }
-    PyMem_Free(first);
-    return columns;
-
-not_taken:
-    PyMem_Free(first);
-    Py_DECREF(columns);
-    Py_RETURN_NONE;
+    return columns_end(&c, 1);
 }
 
 static PyMethodDef methods[] = {
