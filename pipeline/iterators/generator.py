@@ -28,6 +28,7 @@ from ..options import ExternalStatePolicy
 from .base import BlockIterator
 from ..engine.registry import builds
 from ..nodes.generator import Generator
+from . import generator_convert
 from .generator_convert import Mismatch, block_converter, column_converter, converter
 
 
@@ -40,6 +41,10 @@ class GeneratorIterator(BlockIterator):
         self._convert_block = block_converter(node.signature, self._label)
         self._columns = column_converter(node.signature, self._label)  # None: leaves that are not scalars
         self.stacks_rows = self._columns is not None  # a batch above then asks ``next_rows``
+        self._snapshot = generator_convert.snapshot
+        # flat dicts of scalars under a batch: pulled and taken apart in one C pass (no snapshot copies)
+        self._pull_rows = generator_convert.dict_rows_puller(node.signature, self._label) if self.stacks_rows \
+            else None
         self._gen = None
         self._consumed = 0  # values converted (delivered, or failed in their place): what a restore skips
         self._replay = 0  # values to skip when the generator is (re)opened
@@ -71,7 +76,9 @@ class GeneratorIterator(BlockIterator):
         try:
             if self._gen is None:
                 self._open()
-            values.extend(itertools.islice(self._gen, n))  # keeps the values before an error
+            # each value snapshotted as it comes, before the generator resumes (it may change an object it
+            # yielded: tf.data converts values one at a time); extend keeps the values before an error
+            values.extend(map(self._snapshot, itertools.islice(self._gen, n)))
         except Exception as e:  # noqa: BLE001 - the generator's own error ends it (as Python generators do)
             self._end_error = self._generator_error(e, self._consumed + len(values))
             self._finish()
@@ -89,6 +96,8 @@ class GeneratorIterator(BlockIterator):
             self._raise_deferred()
         if self._pending or self._end_error is not None:
             return None, -1
+        if self._pull_rows is not None:
+            return self._pulled_rows(n)
         values = self._pull(n)
         if not values:
             return (None, -1) if self._end_error is not None else (None, 0)
@@ -104,6 +113,36 @@ class GeneratorIterator(BlockIterator):
             self._deferred, self._end_error = self._end_error, None
             self._deferred_counted = False
         return rows, len(values)
+
+    def _pulled_rows(self, n):
+        """``next_rows`` by the C pass (``generator_convert.dict_rows_puller``): rows taken apart as they come.
+        What it does not take as columns -- a value that is not such a row, rows of mixed or unconvertible
+        values -- waits in ``_pending`` for ``next_many``, as in ``next_rows``."""
+        if self._exhausted:
+            return None, 0
+        try:
+            if self._gen is None:
+                self._open()
+            rows, count, stop, extra, elements = self._pull_rows(self._gen, n)
+        except Exception as e:  # noqa: BLE001 - the generator's own error (opening it, a key lookup raising)
+            self._end_error = self._generator_error(e, self._consumed)
+            self._finish()
+            return None, -1
+        self._pending = elements
+        if stop == 2:  # a value the column way does not take: after these rows, value by value
+            self._pending.append(extra)
+        elif stop == 1:
+            self._finish()
+        elif stop == 3:  # the generator raised: it ends there, after these rows
+            self._end_error = self._generator_error(extra, self._consumed + count)
+            self._finish()
+        if rows is None:
+            return (None, -1) if (self._pending or self._end_error is not None) else (None, 0)
+        self._consumed += count
+        if self._end_error is not None:  # the generator's error, after these rows (as next_many defers it)
+            self._deferred, self._end_error = self._end_error, None
+            self._deferred_counted = False
+        return rows, count
 
     def _next_many(self, n):
         if self._pending:

@@ -292,6 +292,36 @@ def column_converter(spec, label: str):
     return lambda values, homogeneous=False: convert(values, as_array=True, homogeneous=homogeneous)
 
 
+def dict_rows_puller(spec, label: str):
+    """For a signature that is a flat dict of scalar leaves, where the C pass is built: ``pull(iterator, n)
+    -> (rows, count, stop, extra, elements)``, up to ``n`` values taken apart as they come (a generator that
+    reuses its dict changes nothing already taken; ``_values_c.pull_dict_columns``): ``rows`` the stacked
+    block (as ``column_converter`` makes it) or None, with ``elements`` then the pulled rows rebuilt as
+    dicts for the value way; ``stop``/``extra`` as the C pass says. None for any other signature."""
+    pull = _c_pull_dict_columns
+    if pull is None or not isinstance(spec, dict) or not spec or structure.is_namedtuple(spec):
+        return None
+    if any(isinstance(s, (dict, tuple)) or s.shape != () for s in spec.values()):
+        return None
+    keys = tuple(spec)
+    parts = [column_converter(spec[k], label) for k in keys]
+    rebuild = _dict_maker(keys)
+
+    def pull_rows(iterator, n):
+        columns, count, one_type, stop, extra = pull(iterator, n, keys)
+        rows = None
+        if count and one_type:
+            try:
+                converted = [part(column, homogeneous=True) for part, column in zip(parts, columns)]
+            except Exception:  # noqa: BLE001 - not a block the column way takes: the value way decides
+                converted = [None]
+            if all(c is not None for c in converted):
+                rows = dict(zip(keys, converted))
+        return rows, count, stop, extra, (rebuild(columns) if count and rows is None else [])
+
+    return pull_rows
+
+
 def _tuple_columns(spec, parts):
     n = len(parts)
     named = structure.is_namedtuple(spec)
@@ -382,19 +412,45 @@ def _string_column(values, homogeneous=False):
     return np.fromiter(values if t is bytes else map(str.encode, values), dtype=object, count=len(values))
 
 
-def _load_columns_c():
-    """The optional C passes of ``_dict_column_list`` and ``_tuple_columns`` (``pipeline/_columns_c.c``), or
-    None: not built (no compiler at install time) or disabled with ``JAXFEED_NO_C_EXT=1`` (read at import;
-    tests flip ``_c_dict_columns`` / ``_c_tuple_columns``, read when a converter is built)."""
+def _snapshot_py(value, depth=0):
+    """``value`` as it is now (the Python way of ``_values_c.snapshot``, which copies less: see
+    ``pipeline/_values_c.c``): every dict, list, bytearray and array in it copied, tuples rebuilt around
+    copies, anything else kept; deeper than ``_values_c``'s MAX_DEPTH (a cycle), kept as it is."""
+    if depth > 32:
+        return value
+    t = type(value)
+    if t is dict:
+        return {k: _snapshot_py(v, depth + 1) for k, v in value.items()}
+    if t is list:
+        return [_snapshot_py(v, depth + 1) for v in value]
+    if isinstance(value, tuple):
+        items = [_snapshot_py(v, depth + 1) for v in value]
+        if all(map(operator.is_, items, value)):
+            return value
+        if t is tuple:
+            return tuple(items)
+        return t._make(items) if hasattr(t, "_make") else value  # a namedtuple; other subclasses kept
+    if t is bytearray:
+        return bytearray(value)
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    return value
+
+
+def _load_values_c():
+    """The optional C passes (``pipeline/_values_c.c``): snapshots of yielded values, and the column passes
+    of ``_dict_column_list`` and ``_tuple_columns``; None: not built (no compiler at install time) or
+    disabled with ``JAXFEED_NO_C_EXT=1`` (read at import; tests flip ``snapshot``, ``_c_dict_columns``,
+    ``_c_tuple_columns`` and ``_c_pull_dict_columns``, read when an iterator or converter is built)."""
     if os.environ.get("JAXFEED_NO_C_EXT", "") not in ("", "0"):
         return None
     try:
-        from .. import _columns_c
+        from .._values_c import dict_columns, pull_dict_columns, snapshot, tuple_columns
     except ImportError:
         return None
-    return _columns_c
+    return dict_columns, snapshot, tuple_columns, pull_dict_columns
 
 
-_columns_c = _load_columns_c()
-_c_dict_columns = None if _columns_c is None else _columns_c.dict_columns
-_c_tuple_columns = None if _columns_c is None else _columns_c.tuple_columns
+_values_c = _load_values_c()
+_c_dict_columns, snapshot, _c_tuple_columns, _c_pull_dict_columns = (
+    _values_c if _values_c is not None else (None, _snapshot_py, None, None))

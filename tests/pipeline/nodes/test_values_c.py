@@ -1,4 +1,4 @@
-"""The optional C passes of ``from_generator``'s dict and tuple rows into columns (``pipeline/_columns_c.c``)
+"""The optional C passes of ``from_generator``'s dict and tuple rows into columns (``pipeline/_values_c.c``)
 against the Python way they replace: the same columns, or the same refusal (the block then goes value by value), for
 every block; no reference leaked or lost; the Python way still chosen where the extension is off.
 
@@ -19,9 +19,12 @@ from hypothesis import strategies as st
 from jaxfeed.pipeline.iterators import generator_convert
 
 from node_test_helpers import same
-from test_generator_columns import leaf, p6_rows, p6_spec, rows_for, run, signatures, single
+from jaxfeed.pipeline import Dataset
+from jaxfeed.pipeline.testing import assert_resumes_everywhere
 
-_c = pytest.importorskip("jaxfeed.pipeline._columns_c", reason="the C extension is not built")
+from test_generator_columns import SCALAR_DTYPES, leaf, p6_rows, p6_spec, rows_for, run, signatures, single
+
+_c = pytest.importorskip("jaxfeed.pipeline._values_c", reason="the C extension is not built")
 
 C_PASS = _c.dict_columns
 C_TUPLES = _c.tuple_columns
@@ -165,3 +168,161 @@ def test_a_leaf_signature_is_not_the_c_pass_s():
     # only dict rows go through it: a generator of scalars keeps the Python way's one check per block
     convert = generator_convert.column_converter(leaf(np.int64), "g")
     assert same(convert([1, 2, 3]), np.array([1, 2, 3]))
+
+
+# ------------------------------------------------------------------------------------------ snapshot
+SNAPSHOT = _c.snapshot
+
+leaves = st.one_of(st.integers(), st.floats(allow_nan=False), st.text(max_size=3), st.binary(max_size=3),
+                   st.none(), st.booleans(), st.integers(0, 5).map(np.int32),
+                   st.lists(st.integers(-9, 9), max_size=4).map(lambda v: np.array(v, np.int64)),
+                   st.binary(max_size=3).map(bytearray))
+structures = st.recursive(leaves, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.lists(inner, max_size=3).map(tuple),
+    st.dictionaries(st.sampled_from("abc"), inner, max_size=3), st.tuples(inner, inner).map(lambda t: Pair(*t))),
+    max_leaves=8)
+
+
+def mutate_everything(value):
+    """Change every mutable part of ``value`` in place (what a generator reusing its buffers does)."""
+    if isinstance(value, dict):
+        for k in list(value):
+            mutate_everything(value[k])
+            value[k] = "changed"
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            mutate_everything(v)
+            value[i] = "changed"
+    elif isinstance(value, tuple):
+        for v in value:
+            mutate_everything(v)
+    elif isinstance(value, np.ndarray) and value.size:
+        value[...] = 77
+    elif isinstance(value, bytearray) and value:
+        value[0] = 0xFF
+
+
+def deep_copy(value):
+    import copy
+
+    return copy.deepcopy(value)
+
+
+def same_value(a, b):
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return type(a) is type(b) and a.dtype == b.dtype and np.array_equal(a, b)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(map(same_value, a, b))
+    if isinstance(a, dict):
+        return type(a) is type(b) and list(a) == list(b) and all(same_value(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+@settings(max_examples=400, deadline=None)
+@given(structures)
+def test_a_snapshot_keeps_the_value_as_it_was_whatever_the_generator_changes_after(value):
+    before = deep_copy(value)
+    python = generator_convert._snapshot_py(value)
+    native = SNAPSHOT(value)  # (``value`` is held here: shared, so every mutable part is copied)
+    assert same_value(native, before) and same_value(python, before)
+    mutate_everything(value)
+    assert same_value(native, before) and same_value(python, before)
+
+
+def test_a_value_nothing_else_holds_is_kept_as_it_is():
+    made = []
+
+    def fresh(x):
+        made.append(x.ctypes.data)
+        return x
+
+    def gen():
+        for i in range(3):  # a new dict, list and tuple around a new array each time: nothing is copied
+            yield {"row": [fresh(np.full(4, i))], "n": (i, "x")}
+
+    got = list(map(SNAPSHOT, gen()))
+    assert [g["row"][0].ctypes.data for g in got] == made and [g["n"] for g in got] == [(0, "x"), (1, "x"),
+                                                                                        (2, "x")]
+
+
+def test_views_and_shared_arrays_are_copied():
+    base = np.arange(6)
+    view = base[2:4]
+    got = list(map(SNAPSHOT, iter([view])))[0]
+    base[:] = 0
+    assert got.tolist() == [2, 3] and got.base is None
+
+
+def test_a_cycle_is_not_followed_forever():
+    d = {}
+    d["self"] = d
+    for way in (SNAPSHOT, generator_convert._snapshot_py):
+        got, depth = way(d), 0
+        while got is not d:  # copies down to a fixed depth, then the value itself (the converter raises for it)
+            got, depth = got["self"], depth + 1
+        assert 0 < depth < 40
+
+
+# ------------------------------------------------------------------------------------------ pull_dict_columns
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_rows_pulled_and_taken_apart_in_c_batch_as_the_python_way_does(data):
+    # a flat dict signature; rows with bad values, extra or missing keys, other kinds of values, a generator
+    # that raises part-way: batches, errors in their places and ignore_errors alike with the pull on and off
+    spec = data.draw(st.dictionaries(st.sampled_from(["id", "b", "a", "text"]),
+                                     st.sampled_from(SCALAR_DTYPES).map(leaf), min_size=1, max_size=4))
+    values = data.draw(rows_for(spec, data.draw(st.integers(0, 80)), data.draw(st.sampled_from([0.0, 0.02, 0.1]))))
+    if values and data.draw(st.booleans()):
+        values[data.draw(st.integers(0, len(values) - 1))] = data.draw(st.sampled_from([None, (1, 2), [1], 5]))
+    raise_at = data.draw(st.one_of(st.none(), st.integers(0, len(values))))
+    batch, drop = data.draw(st.integers(1, 30)), data.draw(st.booleans())
+
+    def gen():
+        for i, v in enumerate(values):
+            if i == raise_at:
+                raise RuntimeError("generator boom")
+            yield v
+
+    def runs():
+        ds = Dataset.from_generator(gen, output_signature=spec).batch(batch, drop_remainder=drop)
+        return run(ds), run(ds.ignore_errors())
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(generator_convert, "_c_pull_dict_columns", None)
+        expected = runs()
+    assert generator_convert._c_pull_dict_columns is not None
+    for got, want in zip(runs(), expected):
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert same(g, w) if isinstance(w, dict) else g == w, (g, w)
+
+
+def test_rows_pulled_in_c_resume_everywhere():
+    rows = p6_rows(40, 3)
+    rows[17]["score"] = "bad"
+    rows[29] = {"id": 1}  # a row the pull does not take: value by value, in its place
+
+    def make():
+        return Dataset.from_generator(lambda: iter(rows), output_signature=p6_spec(), replayable=True) \
+            .batch(6).ignore_errors()
+
+    got = assert_resumes_everywhere(make, label="pulled rows")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(generator_convert, "_c_pull_dict_columns", None)
+        expected = run(make())
+    assert len(got) == len(expected) and all(same(g, w) for g, w in zip(got, expected))
+
+
+def test_the_pull_stops_at_a_value_that_is_not_a_row_without_resuming_the_generator():
+    resumed = []
+
+    def gen():
+        yield {"a": 1}
+        yield [1]
+        resumed.append(True)
+        yield {"a": 2}
+
+    it = gen()
+    columns, count, one_type, stop, extra = _c.pull_dict_columns(it, 10, ("a",))
+    assert (columns, count, one_type, stop, extra) == ([[1]], 1, True, 2, [1]) and resumed == []
+    assert _c.pull_dict_columns(it, 10, ("a",))[:4] == ([[2]], 1, True, 1)
