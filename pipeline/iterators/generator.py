@@ -42,9 +42,11 @@ class GeneratorIterator(BlockIterator):
         self._columns = column_converter(node.signature, self._label)  # None: leaves that are not scalars
         self.stacks_rows = self._columns is not None  # a batch above then asks ``next_rows``
         self._snapshot = generator_convert.snapshot
-        # flat dicts of scalars under a batch: pulled and taken apart in one C pass (no snapshot copies)
-        self._pull_rows = generator_convert.dict_rows_puller(node.signature, self._label) if self.stacks_rows \
+        # flat dicts of scalars: pulled and taken apart in one C pass (no snapshot copies), as columns for a
+        # batch above or as elements
+        self._pull_rows = generator_convert.dict_puller(node.signature, self._label) if self.stacks_rows \
             else None
+        self._pull_elements = generator_convert.dict_puller(node.signature, self._label, as_elements=True)
         self._gen = None
         self._consumed = 0  # values converted (delivered, or failed in their place): what a restore skips
         self._replay = 0  # values to skip when the generator is (re)opened
@@ -115,7 +117,7 @@ class GeneratorIterator(BlockIterator):
         return rows, len(values)
 
     def _pulled_rows(self, n):
-        """``next_rows`` by the C pass (``generator_convert.dict_rows_puller``): rows taken apart as they come.
+        """``next_rows`` by the C pass (``generator_convert.dict_puller``): rows taken apart as they come.
         What it does not take as columns -- a value that is not such a row, rows of mixed or unconvertible
         values -- waits in ``_pending`` for ``next_many``, as in ``next_rows``."""
         if self._exhausted:
@@ -145,14 +147,20 @@ class GeneratorIterator(BlockIterator):
         return rows, count
 
     def _next_many(self, n):
-        if self._pending:
-            values, self._pending = self._pending[:n], self._pending[n:]
-        else:
-            if self._end_error is not None:
-                error, self._end_error = self._end_error, None
-                raise error
-            values = self._pull(n)
-        out, error = self._converted(values)
+        while True:
+            if self._pending:
+                values, self._pending = self._pending[:n], self._pending[n:]
+                out, error = self._converted(values)
+            else:
+                if self._end_error is not None:
+                    error, self._end_error = self._end_error, None
+                    raise error
+                if self._pull_elements is not None:
+                    out, error = self._pulled_elements(n)
+                else:
+                    out, error = self._converted(self._pull(n))
+            if out or error is not None or not self._pending:
+                break  # (else the pull stopped at a value for the value way, before any row: take it now)
         counted = error is not None  # a value's error: the value is counted in _consumed
         if error is None and not self._pending and self._end_error is not None:
             error, self._end_error = self._end_error, None
@@ -161,6 +169,31 @@ class GeneratorIterator(BlockIterator):
                 raise error
             self._deferred, self._deferred_counted = error, counted
         return out
+
+    def _pulled_elements(self, n):
+        """``_converted(_pull(n))`` by the C pass (``generator_convert.dict_puller``): elements taken apart as
+        they come; rows the block way does not take, and a value that is not such a row, go the value way."""
+        if self._exhausted:
+            return [], None
+        try:
+            if self._gen is None:
+                self._open()
+            elements, count, stop, extra, rows = self._pull_elements(self._gen, n)
+        except Exception as e:  # noqa: BLE001 - the generator's own error (opening it, a key lookup raising)
+            self._end_error = self._generator_error(e, self._consumed)
+            self._finish()
+            return [], None
+        if stop == 2:  # after these rows, value by value
+            self._pending.append(extra)
+        elif stop == 1:
+            self._finish()
+        elif stop == 3:
+            self._end_error = self._generator_error(extra, self._consumed + count)
+            self._finish()
+        if elements is not None:
+            self._consumed += count
+            return elements, None
+        return self._converted(rows)
 
     def _converted(self, values):
         """``(elements, error)``: the block converted; on an error, the elements before it (the values after

@@ -292,34 +292,36 @@ def column_converter(spec, label: str):
     return lambda values, homogeneous=False: convert(values, as_array=True, homogeneous=homogeneous)
 
 
-def dict_rows_puller(spec, label: str):
+def dict_puller(spec, label: str, as_elements: bool = False):
     """For a signature that is a flat dict of scalar leaves, where the C pass is built: ``pull(iterator, n)
-    -> (rows, count, stop, extra, elements)``, up to ``n`` values taken apart as they come (a generator that
-    reuses its dict changes nothing already taken; ``_values_c.pull_dict_columns``): ``rows`` the stacked
-    block (as ``column_converter`` makes it) or None, with ``elements`` then the pulled rows rebuilt as
-    dicts for the value way; ``stop``/``extra`` as the C pass says. None for any other signature."""
+    -> (taken, count, stop, extra, rows)``, up to ``n`` values taken apart as they come (a generator that
+    reuses its dict changes nothing already taken; ``_values_c.pull_dict_columns``). ``taken``: the stacked
+    block (as ``column_converter`` makes it) or, ``as_elements``, the list of elements (as
+    ``block_converter`` makes them); None when the column or block way does not take the rows, which
+    ``rows`` then holds rebuilt as dicts for the value way. ``stop``/``extra`` as the C pass says. None for
+    any other signature."""
     pull = _c_pull_dict_columns
-    if pull is None or not isinstance(spec, dict) or not spec or structure.is_namedtuple(spec):
+    if pull is None or not isinstance(spec, dict) or not spec:
         return None
     if any(isinstance(s, (dict, tuple)) or s.shape != () for s in spec.values()):
         return None
     keys = tuple(spec)
-    parts = [column_converter(spec[k], label) for k in keys]
+    parts = [(block_converter if as_elements else column_converter)(spec[k], label) for k in keys]
     rebuild = _dict_maker(keys)
 
-    def pull_rows(iterator, n):
+    def pull_dicts(iterator, n):
         columns, count, one_type, stop, extra = pull(iterator, n, keys)
-        rows = None
+        taken = None
         if count and one_type:
             try:
                 converted = [part(column, homogeneous=True) for part, column in zip(parts, columns)]
-            except Exception:  # noqa: BLE001 - not a block the column way takes: the value way decides
+            except Exception:  # noqa: BLE001 - not a block this way takes: the value way decides
                 converted = [None]
             if all(c is not None for c in converted):
-                rows = dict(zip(keys, converted))
-        return rows, count, stop, extra, (rebuild(columns) if count and rows is None else [])
+                taken = rebuild(converted) if as_elements else dict(zip(keys, converted))
+        return taken, count, stop, extra, (rebuild(columns) if count and taken is None else [])
 
-    return pull_rows
+    return pull_dicts
 
 
 def _tuple_columns(spec, parts):

@@ -268,7 +268,8 @@ def test_a_cycle_is_not_followed_forever():
 @given(st.data())
 def test_rows_pulled_and_taken_apart_in_c_batch_as_the_python_way_does(data):
     # a flat dict signature; rows with bad values, extra or missing keys, other kinds of values, a generator
-    # that raises part-way: batches, errors in their places and ignore_errors alike with the pull on and off
+    # that raises part-way: batches and elements, errors in their places and ignore_errors alike with the pull
+    # on and off
     spec = data.draw(st.dictionaries(st.sampled_from(["id", "b", "a", "text"]),
                                      st.sampled_from(SCALAR_DTYPES).map(leaf), min_size=1, max_size=4))
     values = data.draw(rows_for(spec, data.draw(st.integers(0, 80)), data.draw(st.sampled_from([0.0, 0.02, 0.1]))))
@@ -284,8 +285,9 @@ def test_rows_pulled_and_taken_apart_in_c_batch_as_the_python_way_does(data):
             yield v
 
     def runs():
-        ds = Dataset.from_generator(gen, output_signature=spec).batch(batch, drop_remainder=drop)
-        return run(ds), run(ds.ignore_errors())
+        elements = Dataset.from_generator(gen, output_signature=spec)
+        ds = elements.batch(batch, drop_remainder=drop)
+        return run(ds), run(ds.ignore_errors()), run(elements), run(elements.ignore_errors().take(50))
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(generator_convert, "_c_pull_dict_columns", None)
