@@ -7,7 +7,13 @@ per structure level, one numpy call per leaf); a block that is not plainly fine 
 wait in ``_pending`` and come first at the next call, so the generator is never asked for more than the
 consumer asked for, and an error stands where it stood in the sequence.
 
-Under a ``batch`` (directly, or through ``interleave``) a block goes out as columns: ``next_rows(n)`` hands out
+A generator may change an object it yielded and yield it again (a reused dict or array buffer); tf.data
+converts each value as it is yielded, so each value is taken as it comes, before the generator resumes: in
+the pull, ``generator_convert.snapshot`` copies what something else may still change (``_values_c.c``), and a
+flat dict of scalars is taken apart into its columns at once (``generator_convert.dict_puller``, the C pass
+where it is built: no copy, and no Python frame of ours per value either).
+
+Under a ``batch`` (directly, or through ``interleave`` or ``flat_map``) a block goes out as columns: ``next_rows(n)`` hands out
 the block stacked -- one array per leaf, made by ``generator_convert.column_converter`` in the same numpy
 calls the block conversion makes -- so no element (a dict of numpy scalars) is built only to be taken apart
 again by the batch (the engine's stacked-rows hand-off, ``engine/blocks.py``). A block that is not plainly
