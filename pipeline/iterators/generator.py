@@ -122,28 +122,37 @@ class GeneratorIterator(BlockIterator):
             self._deferred_counted = False
         return rows, len(values)
 
-    def _pulled_rows(self, n):
-        """``next_rows`` by the C pass (``generator_convert.dict_puller``): rows taken apart as they come.
-        What it does not take as columns -- a value that is not such a row, rows of mixed or unconvertible
-        values -- waits in ``_pending`` for ``next_many``, as in ``next_rows``."""
+    def _pulled(self, pull, n):
+        """One pull by the C pass (``generator_convert.dict_puller``): ``(taken, count, rows)``, or None when the
+        generator failed (kept in ``_end_error``). A value that is not such a row waits in ``_pending``; the
+        end, or the generator's error after the rows, is recorded as ``_pull`` records it."""
         if self._exhausted:
-            return None, 0
+            return None
         try:
             if self._gen is None:
                 self._open()
-            rows, count, stop, extra, elements = self._pull_rows(self._gen, n)
+            taken, count, stop, extra, rows = pull(self._gen, n)
         except Exception as e:  # noqa: BLE001 - the generator's own error (opening it, a key lookup raising)
             self._end_error = self._generator_error(e, self._consumed)
             self._finish()
-            return None, -1
-        self._pending = elements
-        if stop == 2:  # a value the column way does not take: after these rows, value by value
+            return None
+        if stop == 2:  # a value the C pass does not take: after these rows, value by value
             self._pending.append(extra)
         elif stop == 1:
             self._finish()
         elif stop == 3:  # the generator raised: it ends there, after these rows
             self._end_error = self._generator_error(extra, self._consumed + count)
             self._finish()
+        return taken, count, rows
+
+    def _pulled_rows(self, n):
+        """``next_rows`` by the C pass: rows taken apart as they come. Rows it does not take as columns (mixed
+        or unconvertible values) wait in ``_pending`` for ``next_many``, as in ``next_rows``."""
+        pulled = self._pulled(self._pull_rows, n)
+        if pulled is None:
+            return (None, -1) if self._end_error is not None else (None, 0)
+        rows, count, elements = pulled
+        self._pending = elements + self._pending
         if rows is None:
             return (None, -1) if (self._pending or self._end_error is not None) else (None, 0)
         self._consumed += count
@@ -177,25 +186,12 @@ class GeneratorIterator(BlockIterator):
         return out
 
     def _pulled_elements(self, n):
-        """``_converted(_pull(n))`` by the C pass (``generator_convert.dict_puller``): elements taken apart as
-        they come; rows the block way does not take, and a value that is not such a row, go the value way."""
-        if self._exhausted:
+        """``_converted(_pull(n))`` by the C pass: elements taken apart as they come; rows the block way does not
+        take go the value way."""
+        pulled = self._pulled(self._pull_elements, n)
+        if pulled is None:
             return [], None
-        try:
-            if self._gen is None:
-                self._open()
-            elements, count, stop, extra, rows = self._pull_elements(self._gen, n)
-        except Exception as e:  # noqa: BLE001 - the generator's own error (opening it, a key lookup raising)
-            self._end_error = self._generator_error(e, self._consumed)
-            self._finish()
-            return [], None
-        if stop == 2:  # after these rows, value by value
-            self._pending.append(extra)
-        elif stop == 1:
-            self._finish()
-        elif stop == 3:
-            self._end_error = self._generator_error(extra, self._consumed + count)
-            self._finish()
+        elements, count, rows = pulled
         if elements is not None:
             self._consumed += count
             return elements, None
