@@ -16,6 +16,7 @@ import pytest
 from jaxfeed.pipeline import AUTOTUNE, Dataset, Options
 from jaxfeed.pipeline.iterators.parallel_interleave import ParallelInterleaveIterator
 from jaxfeed.pipeline.iterators.parallel_map import ParallelMapIterator
+from jaxfeed.pipeline.engine.thread_start import wait_handled
 
 FAILURE_TIMEOUT = 60  # seconds; only a failing test waits this long
 
@@ -28,7 +29,15 @@ def options(threads=None, warm=None, cpus=None):
     return opts
 
 
+def threads_now():
+    """The threads alive once every thread start handed over so far has happened: an earlier test's stage may
+    start one late (``engine/thread_start.py``), which would otherwise count as this test's."""
+    assert wait_handled(30)
+    return set(threading.enumerate())
+
+
 def new_threads(before, prefix):
+    assert wait_handled(30)  # (this test's own starts, handed over to the starter thread, have happened)
     return [t for t in threading.enumerate() if t not in before and t.name.startswith(prefix)]
 
 
@@ -46,7 +55,7 @@ def stage(iterator, cls):
 
 # ---------------------------------------------------------------------- private_threadpool_size
 def test_private_threadpool_size_caps_the_threads_of_a_thread_map():
-    before = set(threading.enumerate())
+    before = threads_now()
     ds = Dataset.range(64).map(lambda x: x + 1, num_parallel_calls=8).with_options(options(threads=2))
     with iter(ds) as it:
         assert int(next(it)) == 1  # the first blocks are submitted: the pool has started its threads
@@ -63,7 +72,7 @@ def test_private_threadpool_size_keeps_the_tasks_in_flight_of_num_parallel_calls
 
 
 def test_private_threadpool_size_caps_the_readers_of_a_parallel_interleave():
-    before = set(threading.enumerate())
+    before = threads_now()
     ds = Dataset.range(8).interleave(lambda x: Dataset.range(5).map(lambda y: y + 10 * x), cycle_length=8,
                                      num_parallel_calls=8).with_options(options(threads=2))
     with iter(ds) as it:
@@ -78,7 +87,7 @@ def test_private_threadpool_size_caps_the_readers_of_a_parallel_interleave():
 
 
 def test_private_threadpool_size_caps_the_threads_of_a_parallel_batch():
-    before = set(threading.enumerate())
+    before = threads_now()
     ds = Dataset.range(64).batch(2, num_parallel_calls=8).with_options(options(threads=2))
     with iter(ds) as it:
         assert [int(x) for x in next(it)] == [0, 1]
@@ -87,7 +96,7 @@ def test_private_threadpool_size_caps_the_threads_of_a_parallel_batch():
 
 
 def test_private_threadpool_size_caps_the_threads_of_a_fused_map_and_batch():
-    before = set(threading.enumerate())
+    before = threads_now()
     ds = Dataset.range(64).map(lambda x: x + 1, num_parallel_calls=8).batch(2)  # fused: one MapAndBatch stage
     with iter(ds.with_options(options(threads=2))) as it:
         assert [int(x) for x in next(it)] == [1, 2]
@@ -106,7 +115,7 @@ def test_autotune_never_tunes_past_the_private_threadpool_size():
 
 
 def test_private_threadpool_size_zero_means_no_cap():
-    before = set(threading.enumerate())
+    before = threads_now()
     ds = Dataset.range(64).map(lambda x: x, num_parallel_calls=4).with_options(options(threads=0))
     with iter(ds) as it:
         next(it)
@@ -199,7 +208,7 @@ def test_map_synchronous_false_or_unset_is_accepted_with_num_parallel_calls(sync
 
 
 def test_map_use_unbounded_threadpool_is_not_capped_by_private_threadpool_size():
-    before = set(threading.enumerate())
+    before = threads_now()
     ds = Dataset.range(64).map(lambda x: x, num_parallel_calls=8, use_unbounded_threadpool=True)
     with iter(ds.with_options(options(threads=2))) as it:
         next(it)
@@ -207,7 +216,7 @@ def test_map_use_unbounded_threadpool_is_not_capped_by_private_threadpool_size()
 
 
 def test_map_use_unbounded_threadpool_reaches_the_fused_map_and_batch():
-    before = set(threading.enumerate())
+    before = threads_now()
     ds = Dataset.range(64).map(lambda x: x, num_parallel_calls=8, use_unbounded_threadpool=True).batch(2)
     with iter(ds.with_options(options(threads=2))) as it:
         next(it), next(it)  # (the first batch is built on the consumer; the second starts the pool)
@@ -215,7 +224,7 @@ def test_map_use_unbounded_threadpool_reaches_the_fused_map_and_batch():
 
 
 def test_maps_with_and_without_their_own_threads_are_not_fused():
-    before = set(threading.enumerate())
+    before = threads_now()
     ds = (Dataset.range(64).map(lambda x: x + 1, num_parallel_calls=8, use_unbounded_threadpool=True)
           .map(lambda x: x * 2, num_parallel_calls=8))
     with iter(ds.with_options(options(threads=2))) as it:

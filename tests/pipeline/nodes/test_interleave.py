@@ -14,6 +14,7 @@ from jaxfeed.pipeline.iterators import interleave as interleave_module
 from jaxfeed.pipeline.iterators.parallel_interleave import READ_DEPTH
 from jaxfeed.pipeline.nodes.interleave import DEFAULT_CYCLE_LENGTH
 from jaxfeed.pipeline.testing import assert_resumes_everywhere
+from jaxfeed.pipeline.engine.thread_start import wait_handled
 
 from node_test_helpers import values
 
@@ -235,6 +236,7 @@ def test_parallel_interleave_resumes_with_read_ahead_in_flight():
 
 
 def test_parallel_interleave_leaves_no_threads_after_close():
+    assert wait_handled(30)  # an earlier test's reader may start late: it would count as this test's
     before = {t for t in threading.enumerate() if t.name.startswith("jaxfeed-interleave")}
     it = iter(Dataset.range(1, 50).interleave(repeated, cycle_length=4, num_parallel_calls=4))
     next(it)
