@@ -131,6 +131,7 @@ class DistributedIterator:
                 self._output.judge_consumer(True)
         self._delivered = 0
         self._read = 0  # host steps assembled (key for the workers' agreement)
+        self._unagreed = None  # (pieces, reported): a step whose agreement a halt cut short (``_host_step``)
         self._exhausted = False
         self._closed = False
         self._generation = 0
@@ -174,7 +175,7 @@ class DistributedIterator:
 
     def _host_step(self):
         """The next step as host data: {"leaves": [...], "sizes": [N ints], "cap": c}; None at the end."""
-        pieces = self._pieces()
+        pieces, reported = (self._pieces(), False) if self._unagreed is None else self._unagreed
         if self._drop_partial and (len(pieces) < self._R or any(p is None for p in pieces)):
             pieces = []  # a partial step under fully static shapes: the end (tf.distribute's rule)
         leaves_per_piece = [None if p is None else st.flatten(p) for p in pieces]  # one flatten per piece
@@ -184,7 +185,17 @@ class DistributedIterator:
                 local_sizes[i] = len(leaves[0]) if leaves else 0  # st.batched_len, on the leaves at hand
                 if self._template is None:
                     self._template = st.map_structure(lambda a: np.asarray(a)[:0], pieces[i])
-        sizes = self._feed.agree_step(self._uid, self._generation, self._read, local_sizes)
+        # only the producer thread's wait ends at a halt (a step made on the consumer's thread waits it out)
+        stop = self._stop if threading.current_thread() is self._thread else None
+        try:
+            sizes = self._feed.agree_step(self._uid, self._generation, self._read, local_sizes, stop=stop,
+                                          reported=reported)
+        except lifetime.StepAbandoned:
+            # halted while a peer had not reported this step yet: its pieces (read from the pipelines) wait
+            # for the step to be made again -- here when the iterator goes on, in the state when it is saved
+            self._unagreed = (pieces, True)
+            raise
+        self._unagreed = None
         self._read += 1
         if sizes is None or max(sizes) == 0:
             return None
@@ -304,6 +315,8 @@ class DistributedIterator:
                     return
                 if host is None:
                     return
+        except lifetime.StepAbandoned:
+            return  # halting: the step's pieces wait in ``_unagreed``
         except BaseException as e:  # noqa: BLE001 - delivered to the consumer at this step
             if not self._queue.put(("error", e), self._stop):
                 self._buffered.append(("error", e))
@@ -468,6 +481,8 @@ class DistributedIterator:
         self._halt()
         return {"version": STATE_VERSION, "workers": [it.get_state() for it in self._its],
                 "buffered": [_saved_step(h) for h in self._buffered],
+                # a step read from the pipelines whose agreement the halt cut short: made again after a restore
+                "unagreed": None if self._unagreed is None else list(self._unagreed[0]),
                 "template": None if self._template is None else st.flatten(self._template),
                 "step": self._delivered, "exhausted": self._exhausted,
                 **({} if self._dds.layout is None else {
@@ -491,6 +506,8 @@ class DistributedIterator:
             self._template = st.pack_as(spec_like, [np.asarray(x) for x in state["template"]])
         self._delivered = int(state["step"])
         self._exhausted = bool(state.get("exhausted", False))
+        unagreed = state.get("unagreed")
+        self._unagreed = None if unagreed is None else (list(unagreed), False)  # (a new generation: report it)
         self._generation += 1
         self._t_out = None  # (no observation of the consumer spans a restore; the judge keeps its mode)
 

@@ -56,8 +56,13 @@ class InputFeed:
     def new_iterator_id(self) -> int:
         return self._runtime("new_iterator_id", self._next_id)()
 
-    def agree_step(self, iterator_id: int, generation: int, step: int, local_sizes: list) -> list:
-        return self._runtime("agree_step", self._agree)(iterator_id, generation, step, local_sizes)
+    def agree_step(self, iterator_id: int, generation: int, step: int, local_sizes: list, stop=None,
+                   reported: bool = False) -> list:
+        """Every replica's batch size on this step. ``stop`` (an Event): a wait for a peer's report ends with
+        ``StepAbandoned`` once it is set; ``reported``: this worker's report of the step is already out (a
+        step abandoned before, made again)."""
+        return self._runtime("agree_step", self._agree)(iterator_id, generation, step, local_sizes, stop=stop,
+                                                        reported=reported)
 
     def on_devices(self, rows, sizes, cap):
         """One component's rows as a per-replica value on the replicas' devices (rows already in the dtype

@@ -35,6 +35,11 @@ class Exiting(RuntimeError):
     """A wait on other workers was cut short because the interpreter is exiting."""
 
 
+class StepAbandoned(RuntimeError):
+    """A producer's wait for the other workers' reports of a step was cut short because its iterator halts
+    (``get_state``, ``close``): the step's pieces are kept and the step is made again when it goes on."""
+
+
 def exiting() -> bool:
     """True once the interpreter has begun to exit: start no more threads, stop waiting on peers."""
     return _exiting.is_set()

@@ -129,7 +129,7 @@ class MeshStrategy(LogicalDevices, Strategy):
         self._iterator_uids += 1
         return self._iterator_uids
 
-    def _agree_step(self, uid, generation, step, local_sizes):
+    def _agree_step(self, uid, generation, step, local_sizes, stop=None, reported=False):
         """Every replica's batch size on this step (one worker: its own)."""
         return list(local_sizes)
 

@@ -132,20 +132,21 @@ class MultiWorkerMirroredStrategy(MeshStrategy):
         return super().scope()
 
     # ------------------------------------------------------------------ per-step agreement between workers
-    def _agree_step(self, uid, generation, step, local_sizes):
+    def _agree_step(self, uid, generation, step, local_sizes, stop=None, reported=False):
         if not self._multi_process:
             return list(local_sizes)
         from jax._src import distributed as _dist
 
         client = _dist.global_state.client
         base = f"{KV_PREFIX}/it{uid}/g{generation}/s{step}"
-        client.key_value_set(f"{base}/w{self._worker_index}", ",".join(str(int(x)) for x in local_sizes))
+        if not reported:  # (a step abandoned at a stop and made again: its report is out already)
+            client.key_value_set(f"{base}/w{self._worker_index}", ",".join(str(int(x)) for x in local_sizes))
         sizes = []
         for w in range(self._num_workers):
             if w == self._worker_index:
                 sizes.extend(int(x) for x in local_sizes)
                 continue
-            raw = self._wait_for_report(client, f"{base}/w{w}", w, step)
+            raw = self._wait_for_report(client, f"{base}/w{w}", w, step, stop)
             sizes.extend(int(x) for x in raw.split(",") if x != "")
         if step >= 2:  # keys of older steps are no longer read by anyone once this step is reached
             try:
@@ -154,16 +155,22 @@ class MultiWorkerMirroredStrategy(MeshStrategy):
                 pass
         return sizes
 
-    def _wait_for_report(self, client, key, w, step):
+    def _wait_for_report(self, client, key, w, step, stop=None):
         """Worker w's report for this step, waited for in short slices: at interpreter exit
         (``lifetime.exiting()``) the wait ends at once, so halting a prefetch thread never waits out the
-        step timeout for a peer that has stopped iterating (and the thread is not left inside JAX)."""
+        step timeout for a peer that has stopped iterating (and the thread is not left inside JAX); once
+        ``stop`` is set (the iterator halts its producer: ``get_state``, ``close``) it ends with
+        ``StepAbandoned``. A peer saving its state at the same step may have halted before making this step:
+        waiting for it there hung ``get_state`` until the step timeout, and saved the TimeoutError."""
         deadline = time.monotonic() + self._step_timeout_ms / 1000
         while True:
             left_ms = int((deadline - time.monotonic()) * 1000)
             try:
                 return client.blocking_key_value_get(key, max(1, min(left_ms, _REPORT_SLICE_MS)))
             except Exception as e:  # noqa: BLE001 - JAX raises its own error type for a deadline
+                if stop is not None and stop.is_set():
+                    raise lifetime.StepAbandoned(f"distributed dataset: stopped waiting for worker {w}'s step "
+                                                 f"{step}: the iterator is halting") from None
                 if lifetime.exiting():
                     raise lifetime.Exiting(f"distributed dataset: stopped waiting for worker {w}'s step {step}: "
                                            "the interpreter is exiting") from None

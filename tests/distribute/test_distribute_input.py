@@ -480,3 +480,48 @@ def test_an_error_the_thread_read_ahead_is_kept_in_the_saved_state_and_raised_at
     assert np.asarray(next(rest).arrays).tolist() == list(range(16, 32))
     with pytest.raises(ValueError, match="bad row 40"):
         next(rest)
+
+
+@pytest.mark.parametrize("restore", [False, True])
+def test_a_halt_while_a_peer_has_not_reported_the_step_keeps_the_step(s2, monkeypatch, restore):
+    # multi-worker get_state: the producer thread waits for a peer's report of a step the peer, halted for its
+    # own get_state, never makes. The wait used to ignore the halt: get_state hung until the step timeout
+    # (300 s) and saved the TimeoutError (a multi-process test failed ~1 run in 10 that way). Now the halt
+    # ends the wait and the step's pieces, read from the pipeline already, are kept: made again when the
+    # iterator goes on, or after a restore.
+    import threading
+
+    from jaxfeed.distribute import lifetime
+
+    o = Options()
+    o.autotune.enabled = False  # the producer thread always (no on-demand steps on the consumer's thread)
+    ds = Dataset.range(48).batch(4).with_options(o)
+    options = jd.InputOptions(experimental_per_replica_buffer_size=1)
+    dd = s2.experimental_distribute_dataset(ds, options)
+
+    def rows(step):
+        return [np.asarray(v).tolist() for v in s2.experimental_local_results(step)]
+
+    full = [rows(s) for s in s2.experimental_distribute_dataset(ds, options)]
+    feed = dd._feed
+    agree, waiting = feed._agree, threading.Event()
+
+    def peer_never_reports(uid, generation, step, sizes, stop=None, reported=False):
+        if stop is not None and step == 2 and not reported:  # the producer thread, at its third step
+            waiting.set()
+            assert stop.wait(30)
+            raise lifetime.StepAbandoned("halted")
+        return agree(uid, generation, step, sizes, stop=stop, reported=reported)
+
+    monkeypatch.setattr(feed, "_agree", peer_never_reports)
+    it = iter(dd)
+    got = [rows(next(it))]
+    assert waiting.wait(30)  # the producer waits at its third step (the second is read ahead)
+    state = it.get_state()  # returns: the halt ends the wait
+    assert state["unagreed"] is not None and state["step"] == 1
+    if restore:
+        it.close()
+        it = iter(s2.experimental_distribute_dataset(ds, options))
+        it.set_state(state)
+    got += [rows(s) for s in it]
+    assert got == full
