@@ -42,7 +42,9 @@ prepared are delivered first; values, order and state are the same either way.
 [<steps read but not yet delivered, an error among them as a Failure>], "step": <steps delivered>, ...}`` (an
 ``experimental_distribute_dataset`` iterator adds its ``layout`` and the elastic global state it started from);
 the buffered steps are host numpy data and are delivered first after ``set_state``, so nothing is lost or
-repeated.
+repeated. ``"unagreed"`` holds the pieces of a step the thread had read but not yet agreed on with the other
+workers when it was stopped (a peer, saving at the same step, may never make that step: the stop ends the
+wait); the step is made from them again, after the buffered ones.
 
 The strategy is known only through the dataset's ``InputFeed`` (``feed.py``): replicas, workers, the step
 agreement and the placement of values.
