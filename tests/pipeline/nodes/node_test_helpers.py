@@ -33,3 +33,15 @@ def same(a, b) -> bool:
     if isinstance(a, (np.generic, float)) and getattr(a, "dtype", np.dtype(float)).kind in "fc":
         return (a == b) or (math.isnan(abs(a)) and math.isnan(abs(b)))
     return a == b
+
+
+def recording_addresses():
+    """``(made, fresh)``: ``fresh(array)`` returns the array and records its memory's address in ``made``, so a
+    test can tell whether what came out is that array or a copy, without holding a reference to it."""
+    made = []
+
+    def fresh(x):
+        made.append(x.ctypes.data)
+        return x
+
+    return made, fresh

@@ -15,7 +15,7 @@ import pytest
 from jaxfeed.pipeline import Dataset, TensorSpec
 from jaxfeed.pipeline.iterators import generator_convert
 
-from node_test_helpers import same
+from node_test_helpers import recording_addresses, same
 
 WAYS = [pytest.param(generator_convert._snapshot_py, id="python")]
 if generator_convert._values_c is not None:
@@ -125,11 +125,7 @@ def test_interleaved_and_flat_mapped_generators_reusing_a_dict(way, how):
 
 def test_fresh_values_are_not_copied():
     # a value only the generator's yield held (a new dict around a new array) is kept: no copy per element
-    made = []
-
-    def fresh(x):
-        made.append(x.ctypes.data)
-        return x
+    made, fresh = recording_addresses()
 
     def gen():
         for i in range(20):

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from jaxfeed.pipeline.iterators import generator_convert
 
-from node_test_helpers import same
+from node_test_helpers import recording_addresses, same
 from jaxfeed.pipeline import Dataset
 from jaxfeed.pipeline.testing import assert_resumes_everywhere
 
@@ -230,11 +230,7 @@ def test_a_snapshot_keeps_the_value_as_it_was_whatever_the_generator_changes_aft
 
 
 def test_a_value_nothing_else_holds_is_kept_as_it_is():
-    made = []
-
-    def fresh(x):
-        made.append(x.ctypes.data)
-        return x
+    made, fresh = recording_addresses()
 
     def gen():
         for i in range(3):  # a new dict, list and tuple around a new array each time: nothing is copied
