@@ -20,6 +20,7 @@ iteration key says which epoch of which enclosing ``repeat`` the iterator serves
 from __future__ import annotations
 
 import hashlib
+import os
 import secrets
 
 import numpy as np
@@ -66,9 +67,71 @@ def fresh() -> tuple[int, int]:
 
 
 def generator(seeds: tuple[int, int], *keys: int) -> np.random.Generator:
-    """A numpy generator for (seeds, keys); the same inputs give the same stream in any process."""
+    """A numpy generator for (seeds, keys); the same inputs give the same stream in any process: a PCG64
+    seeded as ``SeedSequence([*seeds, *keys])`` (each masked to 64 bits) seeds it. With the optional C hash
+    (``pipeline/_seed_c.c``) the seeding costs ~1.5 us instead of ~11 (see ``KeyedSeed``)."""
     material = [s & 0xFFFFFFFFFFFFFFFF for s in seeds] + [int(k) & 0xFFFFFFFFFFFFFFFF for k in keys]
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(material)))
+    if _seed_words is None:
+        return np.random.Generator(np.random.PCG64(np.random.SeedSequence(material)))
+    return np.random.Generator(np.random.PCG64(KeyedSeed(material)))
+
+
+def _load_seed_c():
+    """``_seed_c.seed_words`` (``pipeline/_seed_c.c``), or None: not built (no compiler at install time) or
+    disabled with ``JAXFEED_NO_C_EXT=1`` (read at import; tests set ``_seed_words`` to None)."""
+    if os.environ.get("JAXFEED_NO_C_EXT", "") not in ("", "0"):
+        return None
+    try:
+        from ._seed_c import seed_words
+    except ImportError:
+        return None
+    return seed_words
+
+
+_seed_words = _load_seed_c()
+_WORDS = np.dtype("<u8")  # the C hash's bytes (little-endian, as numpy's SeedSequence views its words)
+
+
+class KeyedSeed(np.random.bit_generator.ISpawnableSeedSequence):
+    """``np.random.SeedSequence(entropy)`` for a list of ints in [0, 2**64), seeding a PCG64 with the same
+    words (``generate_state(4, np.uint64)``) from the C hash: numpy's SeedSequence spends ~9 us of GIL-held
+    time on it, which per element of a ``with_rng`` map made two map threads slower than one (each numpy call
+    in the function handed the GIL to a thread that then held it through a whole seeding; P4 with_rng: 136
+    us of CPU an image on two threads against 66 on one). Anything else -- other word counts, ``spawn``,
+    ``pool``, ``n_children_spawned`` -- is numpy's own SeedSequence for the same entropy, made when first
+    asked. ``entropy`` and ``spawn_key`` read as a SeedSequence's do (``determinism.rng.key_material``)."""
+
+    __slots__ = ("entropy", "_real")
+    spawn_key = ()
+
+    def __init__(self, entropy: list):
+        self.entropy = entropy
+        self._real = None
+
+    def generate_state(self, n_words, dtype=np.uint32):
+        if n_words == 4 and dtype is np.uint64:
+            return np.frombuffer(_seed_words(tuple(self.entropy)), _WORDS).astype(np.uint64, copy=False)
+        return self.seed_sequence().generate_state(n_words, dtype)
+
+    def spawn(self, n_children):
+        return self.seed_sequence().spawn(n_children)
+
+    def seed_sequence(self) -> np.random.SeedSequence:
+        """numpy's SeedSequence for this entropy (made once)."""
+        if self._real is None:
+            self._real = np.random.SeedSequence(self.entropy)
+        return self._real
+
+    def __getattr__(self, name):  # pool, pool_size, n_children_spawned, state: numpy's
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.seed_sequence(), name)
+
+    def __reduce__(self):
+        return KeyedSeed, (list(self.entropy),)
+
+    def __repr__(self):
+        return f"KeyedSeed(entropy={self.entropy!r})"
 
 
 def generator_state(gen: np.random.Generator) -> dict:
