@@ -2,10 +2,13 @@
 
 Each function takes the loaded data (``data.Loaded``) and returns a generator of batches, as a reader
 would write it by hand: same functions from ``workloads``, same batch sizes, same shuffle-buffer
-semantics, same TFRecord parsing and CRC checks. No threads: the loops run on the consumer.
+semantics, same TFRecord parsing and CRC checks. No threads: the loops run on the consumer -- except
+``p4_two_threads``, shown beside P4's as-ported form as what threads can make of its function here.
 """
 
 from __future__ import annotations
+
+import collections
 
 import numpy as np
 
@@ -95,6 +98,28 @@ def p4(d):
         stop = min(start + w.P4_BATCH, n)
         flips = (rng.random(stop - start) < 0.5).tolist()
         yield np.stack([w.augment(images[i], flips[i - start]) for i in range(start, stop)])
+
+
+def p4_two_threads(d):
+    """P4 as ported, by hand on two threads: each batch of ``augment_at`` stacked by one of two pool threads,
+    delivered in order, at most four batches in flight. No jaxfeed: what two threads make of this function
+    on this machine, the bound for the as-ported form on threads (shown, not judged: docs/performance.md)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    images = d.images
+    n = len(images)
+
+    def make(start):
+        return np.stack([w.augment_at(i, images[i]) for i in range(start, min(start + w.P4_BATCH, n))])
+
+    with ThreadPoolExecutor(2) as pool:
+        pending = collections.deque()
+        for start in range(0, n, w.P4_BATCH):
+            pending.append(pool.submit(make, start))
+            if len(pending) >= 4:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
 
 
 def p5(d):

@@ -345,6 +345,7 @@ def test_every_as_ported_form_runs_next_to_the_best_form(tiny_run):
             run = results["pipelines"][key]["runs"][label]
             assert run["status"] == "ok" and run["median"] > 0, (key, run)
     assert results["pipelines"]["P6"]["runs"][report.HAND_GEN]["status"] == "ok"
+    assert results["pipelines"]["P4"]["runs"][report.HAND_2T]["status"] == "ok"
     targets = {(t["pipeline"], t["target"]): t for t in results["targets"]}
     for key in ("P1", "P3", "P4", "P5", "P6"):
         hand = next(t for (k, name), t in targets.items() if k == key and name.startswith("as ported / hand loop"))
@@ -362,6 +363,7 @@ def test_the_as_ported_forms_do_the_same_work_as_the_hand_loops(tmp_path):
     p4 = np.concatenate(list(suite.p4_as_ported(d, 2)))
     expected = np.stack([workloads.augment(img, workloads.flip_for(i)) for i, img in enumerate(d.images)])
     assert p4.dtype == np.float32 and np.array_equal(p4, expected)
+    assert np.array_equal(np.concatenate(list(baselines.p4_two_threads(d))), expected)  # in order
     p5 = np.concatenate(list(suite.p5_as_ported(d)))
     assert np.array_equal(p5, np.concatenate(list(baselines.p5(d))))
     rows = list(suite.p6_as_ported(d))
