@@ -21,7 +21,8 @@ the number of a process map's workers given tasks):
    starts at two -- as soon as there is a base), a step *down* is probed the same way and kept if the rate
    stays within ``HOLD``: a step kept on a lucky window is taken back, and the knob settles where fewer
    threads would do worse. A fused map and batch may step down to 0: its batches are then made on the
-   consumer's thread (its time making them counts as waiting, so a step back up is probed as from 1).
+   consumer's thread (its time making them counts as waiting, so a step back up is probed; from 0 it goes
+   to 2 threads: one would only make the same batches elsewhere, at the same rate, and never pay).
    The first ``WARMUP_WINDOWS`` windows (start-up) are never a base.
 4. One probe at a time per iterator tree (a ``ProbeToken`` shared through the iterator context), so a rate
    change is blamed on the knob that moved.
@@ -29,9 +30,10 @@ the number of a process map's workers given tasks):
    (``learned``): after each verdict a tuner records its value and its back-off times (how long until it
    probes up, and down, again), and the next iterator of the same ``Dataset`` -- the next epoch of a
    training loop -- starts from them instead of from scratch. A step that failed keeps failing less often
-   (its back-off doubles up to ``MAX_BACKOFF``), so a steady pipeline stops paying for probes after an
-   epoch or two, and one whose machine gets busier or quieter is still probed every ``MAX_BACKOFF``
-   seconds at most. A probe that an epoch's end cuts short counts as failed for its back-off (the next
+   (its back-off doubles up to ``MAX_BACKOFF``), so a steady pipeline pays for probes less and less
+   often, and one whose machine gets busier or quieter is still probed every ``MAX_BACKOFF`` seconds at
+   most: a back-off runs on in time across epochs (the next iterator probes when it ends, however short
+   its epochs), so a knob that start-up noise moved the wrong way is found again. A probe that an epoch's end cuts short counts as failed for its back-off (the next
    epoch would otherwise begin it again at the same point). Knobs are matched by their node's place in the
    optimized graph; stages built inside an interleave's function (one per input) start from scratch.
 
@@ -142,15 +144,23 @@ class Tuner:
         self._learned = learned  # (store, key): see step 5 of the module docstring
         remembered = learned[0].get(learned[1]) if learned is not None else None
         if remembered is not None:
-            value, self._retry_after, self._down_after = remembered
+            value, self._retry_after, self._down_after, *due = remembered
             self.value = max(self.minimum, min(value, self.maximum))
+            # A back-off runs on across epochs: a probe is due when the last iterator's back-off ends, not a
+            # whole back-off after this one starts. Counted from each start, a back-off longer than an epoch
+            # (P4's: ~1 s) put the probe off for good, and a knob that start-up noise had moved the wrong
+            # way stayed there (P4 as ported at 0 threads, 16k img/s against 25k at 2). At most a back-off
+            # from now (a learned time from another clock is not trusted further).
             self._retry_at = self._start + self._retry_after
             self._down_at = self._start + self._down_after
+            if due:
+                self._retry_at = min(self._retry_at, due[0])
+                self._down_at = min(self._down_at, due[1])
 
     def _remember(self) -> None:
         if self._learned is not None:
             store, key = self._learned
-            store[key] = (self.value, self._retry_after, self._down_after)
+            store[key] = (self.value, self._retry_after, self._down_after, self._retry_at, self._down_at)
 
     def waited(self, seconds: float) -> None:
         self._waited += seconds
@@ -181,9 +191,19 @@ class Tuner:
             return  # no base yet
         base = None if None in self._steady else sum(self._steady) / len(self._steady)
         if waited and self.value < self.maximum and now >= self._retry_at:
-            self._begin(self._grow(self.value), base)
+            self._begin(self._step_up(), base)
         elif base is not None and self.value > self.minimum and now >= self._down_at:
             self._begin(self.value - 1, base)  # a kept step may have been luck: see if fewer do as well
+
+    def _step_up(self) -> int:
+        """The value a step up probes. From 0 (the consumer does the stage's work) it is 2 threads where the
+        budget allows: one thread only does the same work elsewhere, at the same rate when the consumer has
+        nothing else to do, so a probe of 1 never pays and parallelism would never be tried again (P4 with
+        a per-element generator sat at 0 for good: 15.5k img/s against 24.8k on two threads). One thread is
+        still reached from 2, by the step down, where it does as well (it overlaps the consumer's own work)."""
+        if self.value == 0 and self.maximum >= 2:
+            return max(2, self._grow(0))
+        return self._grow(self.value)
 
     def _begin(self, value, base):
         if not self._token.acquire(self):
@@ -244,10 +264,13 @@ class Tuner:
         probe = self._probe
         if probe is not None:
             self._probe = None
+            now = self._clock()
             if self.value > probe[0]:
                 self._retry_after = _longer(self._retry_after)
+                self._retry_at = now + self._retry_after
             else:
                 self._down_after = _longer(self._down_after)
+                self._down_at = now + self._down_after
             self.value = probe[0]
             self._remember()
         self._token.release(self)

@@ -129,7 +129,7 @@ def test_tuner_buffers_double_within_their_maximum(one_tick_windows):
 
 def test_tuner_starts_from_what_the_previous_one_learned(one_tick_windows):
     """The next epoch's tuner starts at the value and with the back-off the last one ended with: a step
-    that did not pay is not probed again at once."""
+    that did not pay is not probed again before that back-off is over (it runs on in time across epochs)."""
     clock = FakeClock()
     store = {}
     gil_bound = lambda v: 10_000 if v == 1 else 9_000
@@ -139,7 +139,9 @@ def test_tuner_starts_from_what_the_previous_one_learned(one_tick_windows):
     assert store["k"][0] == 1
     second = autotune.Tuner(2, 4, clock=clock, learned=(store, "k"))
     assert second.value == 1
-    quiet = int(store["k"][1] / autotune.WINDOW) - 2  # windows before its back-off is over
+    due = store["k"][3]  # when the first tuner's back-off ends
+    assert clock.now < due <= clock.now + store["k"][1]
+    quiet = int((due - clock.now) / autotune.WINDOW) - 2  # windows before it is over
     run_windows(second, clock, quiet, rate_at=gil_bound)
     assert second.value == 1 and second.reverts == 0 and second._probe is None
     run_windows(second, clock, 10, rate_at=gil_bound)
@@ -172,6 +174,21 @@ def test_a_probe_cut_short_by_the_end_of_an_epoch_is_not_begun_again_at_the_same
     assert starts[-1] is None  # the back-off outgrew the epoch: no probe begun at all
     tuner = autotune.Tuner(2, 2, clock=clock, learned=(store, "k"))
     assert tuner.value == 2 and store["k"][2] <= autotune.MAX_BACKOFF
+
+
+def test_a_back_off_longer_than_an_epoch_still_ends(one_tick_windows):
+    """Epochs shorter than a back-off: the probe it put off is made in the epoch where the back-off ends (it
+    was never made again when each epoch counted the back-off from its own start)."""
+    clock = FakeClock()
+    store = {"k": (0, 4.0, 4.0, clock.now + 2.0, clock.now + 60.0)}  # at 0 for now; 2 s until a step up
+    numpy_bound = lambda v: {0: 10_000, 1: 10_000, 2: 16_000}[v]
+    values = []
+    for epoch in range(6):
+        tuner = autotune.Tuner(1, 2, clock=clock, learned=(store, "k"), minimum=0)
+        run_windows(tuner, clock, 40, rate_at=numpy_bound)  # 0.8 s epochs
+        tuner.close()
+        values.append(tuner.value)
+    assert values[:2] == [0, 0] and values[-1] == 2
 
 
 def test_a_failing_probe_is_retried_at_least_every_max_backoff(one_tick_windows):
@@ -390,6 +407,31 @@ def test_a_tuner_with_minimum_0_keeps_a_thread_that_pays(one_tick_windows):
     overlaps = lambda v: {0: 6_000, 1: 10_000, 2: 10_500}[v]  # the thread overlaps the consumer's reading
     run_windows(tuner, clock, 60, rate_at=overlaps)
     assert tuner.value == 1 and tuner.lowers == 0
+
+
+def test_a_tuner_at_0_probes_two_threads_not_one(one_tick_windows):
+    """At 0 the consumer makes the batches; one thread would only make them elsewhere, at the same rate when
+    the consumer does nothing else, so a probe 0 -> 1 never pays and parallelism was never tried again: P4
+    with a per-element generator, whose start-up windows took its second thread back, ran the rest of every
+    epoch at 0 (15.5k img/s, against 24.8k on two threads). From 0 the probe goes to 2."""
+    clock = FakeClock()
+    tuner = autotune.Tuner(1, 2, clock=clock, minimum=0)
+    numpy_bound = lambda v: {0: 10_000, 1: 10_000, 2: 16_000}[v]
+    settled_at_0 = lambda v: {0: 10_000, 1: 10_000, 2: 9_000}[v]  # (start-up: the second thread did not pay)
+    run_windows(tuner, clock, 20, rate_at=settled_at_0)
+    assert tuner.value == 0
+    run_windows(tuner, clock, int(3 * autotune.RETRY_AFTER / autotune.WINDOW), rate_at=numpy_bound)
+    assert tuner.value == 2 and tuner.raises == 1
+
+
+def test_a_tuner_with_minimum_0_comes_down_to_one_thread_that_overlaps(one_tick_windows):
+    clock = FakeClock()
+    tuner = autotune.Tuner(1, 2, clock=clock, minimum=0)
+    overlaps = lambda v: {0: 6_000, 1: 10_000, 2: 10_500}[v]  # the thread overlaps the consumer's own work
+    run_windows(tuner, clock, 20, rate_at=lambda v: {0: 6_000, 1: 5_000, 2: 5_000}[v])
+    assert tuner.value == 0
+    run_windows(tuner, clock, int(20 * autotune.RETRY_AFTER / autotune.WINDOW), rate_at=overlaps)
+    assert tuner.value == 1  # up to 2 (the rate rose), down to 1 (it held), never back to 0 (it fell)
 
 
 def test_a_tuner_never_goes_below_one_by_default(one_tick_windows):
