@@ -15,6 +15,10 @@
  *   objects of other types are kept. Structures nested deeper than MAX_DEPTH are kept as they are (a cycle
  *   cannot be converted anyway; the converter raises for it).
  *
+ * taken(result, element), call_taken(fn, element) -> a map function's result as it is now
+ *
+ *   The same for what a map (or scan) function returns, its input element known: see "map results" below.
+ *
  * dict_columns(values, keys) -> columns or None
  *
  *   values: a list of rows; keys: a tuple of the signature's keys.
@@ -160,7 +164,8 @@ static int look_up_numpy(void) {
 }
 
 
-static PyObject *snap(PyObject *v, int alone, int depth);
+typedef struct Inputs Inputs;
+static PyObject *snap(PyObject *v, int alone, int depth, const Inputs *in);
 
 /* A copy of an array (its ``copy()``: the same type, dtype and shape, memory of its own). */
 static PyObject *copy_array(PyObject *v) { return PyObject_CallMethod(v, "copy", NULL); }
@@ -175,11 +180,11 @@ static int array_is_its_own(PyObject *v) {
     return own;
 }
 
-static PyObject *snap_dict(PyObject *v, int alone, int depth) {
+static PyObject *snap_dict(PyObject *v, int alone, int depth, const Inputs *in) {
     PyObject *copy = NULL, *key, *item;
     Py_ssize_t pos = 0;
     while (PyDict_Next(v, &pos, &key, &item)) {
-        PyObject *s = snap(item, alone && Py_REFCNT(item) == 1, depth + 1);
+        PyObject *s = snap(item, alone && Py_REFCNT(item) == 1, depth + 1, in);
         if (s == NULL)
             goto fail;
         if (s != item) {
@@ -205,7 +210,7 @@ fail:
     return NULL;
 }
 
-static PyObject *snap_list(PyObject *v, int alone, int depth) {
+static PyObject *snap_list(PyObject *v, int alone, int depth, const Inputs *in) {
     Py_ssize_t n = PyList_GET_SIZE(v);
     PyObject *copy = PyList_New(n);
     if (copy == NULL)
@@ -213,7 +218,7 @@ static PyObject *snap_list(PyObject *v, int alone, int depth) {
     int changed = !alone;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item = PyList_GET_ITEM(v, i);
-        PyObject *s = snap(item, alone && Py_REFCNT(item) == 1, depth + 1);
+        PyObject *s = snap(item, alone && Py_REFCNT(item) == 1, depth + 1, in);
         if (s == NULL) {
             Py_DECREF(copy);
             return NULL;
@@ -227,12 +232,12 @@ static PyObject *snap_list(PyObject *v, int alone, int depth) {
     return Py_NewRef(v);
 }
 
-static PyObject *snap_tuple(PyObject *v, int alone, int depth) {
+static PyObject *snap_tuple(PyObject *v, int alone, int depth, const Inputs *in) {
     Py_ssize_t n = PyTuple_GET_SIZE(v);
     PyObject *items = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item = PyTuple_GET_ITEM(v, i);
-        PyObject *s = snap(item, alone && Py_REFCNT(item) == 1, depth + 1);
+        PyObject *s = snap(item, alone && Py_REFCNT(item) == 1, depth + 1, in);
         if (s == NULL)
             goto fail;
         if (s != item && items == NULL) {
@@ -270,17 +275,22 @@ fail:
 
 /* A new reference to ``v`` as it is now (``v`` itself, or a copy); ``alone``: nothing but its holder in the
  * value holds it. */
-static PyObject *snap(PyObject *v, int alone, int depth) {
+static int kept_for_map(PyObject *v, int alone, const Inputs *in);
+static int is_input_container(PyObject *v, const Inputs *in);
+
+static PyObject *snap(PyObject *v, int alone, int depth, const Inputs *in) {
     PyTypeObject *t = Py_TYPE(v);
     if (t == &PyLong_Type || t == &PyFloat_Type || t == &PyUnicode_Type || t == &PyBytes_Type ||
         t == &PyBool_Type || v == Py_None || depth > MAX_DEPTH)
         return Py_NewRef(v);
+    if (in != NULL && (t == &PyDict_Type || t == &PyList_Type) && is_input_container(v, in))
+        alone = 1;  /* a map function's input changed in place and returned: held by the pipeline alone */
     if (t == &PyDict_Type)
-        return snap_dict(v, alone, depth);
+        return snap_dict(v, alone, depth, in);
     if (PyTuple_Check(v))
-        return snap_tuple(v, alone, depth);
+        return snap_tuple(v, alone, depth, in);
     if (t == &PyList_Type)
-        return snap_list(v, alone, depth);
+        return snap_list(v, alone, depth, in);
     if (t == &PyByteArray_Type)
         return alone ? Py_NewRef(v) : PyByteArray_FromObject(v);
     if (ndarray_type != NULL && PyObject_TypeCheck(v, ndarray_type)) {
@@ -289,6 +299,13 @@ static PyObject *snap(PyObject *v, int alone, int depth) {
             if (own < 0)
                 return NULL;
             if (own)
+                return Py_NewRef(v);
+        }
+        if (in != NULL) {
+            int kept = kept_for_map(v, alone, in);
+            if (kept < 0)
+                return NULL;
+            if (kept)
                 return Py_NewRef(v);
         }
         return copy_array(v);
@@ -300,7 +317,149 @@ static PyObject *snapshot(PyObject *self, PyObject *v) {
     if (look_up_numpy() < 0)
         return NULL;
     /* the caller (``map``) holds the one reference to a value no one else holds */
-    return snap(v, Py_REFCNT(v) == 1, 0);
+    return snap(v, Py_REFCNT(v) == 1, 0, NULL);
+}
+
+/* ------------------------------------------------------------------------------------ map results */
+/* call_taken(fn, element) -> fn(element) as it is now
+ * taken(result, element) -> result as it is now
+ *
+ *   A map function may return a buffer it reuses (``out[:] = x * 2; return out``): tf.data converts each
+ *   result to a tensor as it is made; jaxfeed keeps a block's results in a list until they are batched, so
+ *   each result is snapshotted as it is made, before the next call. The rules are ``snapshot``'s, with the
+ *   function's input known: memory of the input element (a view of it, the input itself returned) is the
+ *   pipeline's, which nothing changes, so it is kept; an input dict or list changed in place and returned is
+ *   the pipeline's too. Besides, a view is kept when every array it views through is held by the next one
+ *   alone and the last owns its memory (``x.astype(f)[:, ::-1]``: a fresh array seen through a flip).
+ *   Anything else an array's memory may be reached through -- a buffer the function keeps -- is copied.
+ */
+#define MAX_INPUTS 32
+struct Inputs {
+    PyObject *owners[MAX_INPUTS];  /* the memory owners of the element's arrays (borrowed: the element holds them) */
+    int n_owners;
+    PyObject *containers[MAX_INPUTS];  /* the element's dicts and lists (borrowed) */
+    int n_containers;
+};
+
+static int is_input_container(PyObject *v, const Inputs *in) {
+    for (int i = 0; i < in->n_containers; i++)
+        if (in->containers[i] == v)
+            return 1;
+    return 0;
+}
+
+static int is_input_owner(PyObject *v, const Inputs *in) {
+    for (int i = 0; i < in->n_owners; i++)
+        if (in->owners[i] == v)
+            return 1;
+    return 0;
+}
+
+/* The object owning an array's memory: the end of its ``base`` chain (an array owning its data, or the
+ * buffer object -- bytes, mmap... -- under the last view). A new reference; ``alone`` (may be NULL) is
+ * cleared when an array on the way is held by anything besides the view above it. */
+static PyObject *memory_owner(PyObject *v, int *alone) {
+    PyObject *cur = Py_NewRef(v);
+    for (int depth = 0; depth < 64; depth++) {
+        PyObject *base = PyObject_GetAttrString(cur, "base");
+        if (base == NULL) {
+            Py_DECREF(cur);
+            return NULL;
+        }
+        if (base == Py_None) {
+            Py_DECREF(base);
+            return cur;
+        }
+        Py_DECREF(cur);
+        if (!PyObject_TypeCheck(base, ndarray_type))
+            return base;
+        if (alone != NULL && Py_REFCNT(base) != 2)  /* the view above holds it, and so do we, now */
+            *alone = 0;
+        cur = base;
+    }
+    return cur;
+}
+
+static int collect_inputs(PyObject *v, Inputs *in, int depth) {
+    if (depth > MAX_DEPTH)
+        return 0;
+    PyTypeObject *t = Py_TYPE(v);
+    if (t == &PyDict_Type || t == &PyList_Type) {
+        if (in->n_containers < MAX_INPUTS)
+            in->containers[in->n_containers++] = v;
+        if (t == &PyDict_Type) {
+            PyObject *key, *item;
+            Py_ssize_t pos = 0;
+            while (PyDict_Next(v, &pos, &key, &item))
+                if (collect_inputs(item, in, depth + 1) < 0)
+                    return -1;
+        } else {
+            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(v); i++)
+                if (collect_inputs(PyList_GET_ITEM(v, i), in, depth + 1) < 0)
+                    return -1;
+        }
+        return 0;
+    }
+    if (PyTuple_Check(v)) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(v); i++)
+            if (collect_inputs(PyTuple_GET_ITEM(v, i), in, depth + 1) < 0)
+                return -1;
+        return 0;
+    }
+    if (PyObject_TypeCheck(v, ndarray_type) && in->n_owners < MAX_INPUTS) {
+        PyObject *owner = memory_owner(v, NULL);
+        if (owner == NULL)
+            return -1;
+        in->owners[in->n_owners++] = owner;  /* kept alive by the element */
+        Py_DECREF(owner);
+    }
+    return 0;
+}
+
+/* Whether the array ``v`` (not both alone and owning its memory) may be kept as a map's result (above). */
+static int kept_for_map(PyObject *v, int alone, const Inputs *in) {
+    int chain_alone = alone;
+    PyObject *owner = memory_owner(v, &chain_alone);
+    if (owner == NULL)
+        return -1;
+    int kept = is_input_owner(owner, in) ||
+               (chain_alone && (PyBytes_CheckExact(owner) || PyObject_TypeCheck(owner, ndarray_type)));
+    Py_DECREF(owner);
+    return kept;
+}
+
+static PyObject *taken_as(PyObject *result, PyObject *element) {
+    Inputs in;
+    in.n_owners = in.n_containers = 0;
+    if (collect_inputs(element, &in, 0) < 0)
+        return NULL;
+    /* the caller holds the one reference to a result no one else holds */
+    return snap(result, Py_REFCNT(result) == 1, 0, &in);
+}
+
+static PyObject *taken(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "taken(result, element)");
+        return NULL;
+    }
+    if (look_up_numpy() < 0)
+        return NULL;
+    return taken_as(args[0], args[1]);
+}
+
+static PyObject *call_taken(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "call_taken(fn, element)");
+        return NULL;
+    }
+    if (look_up_numpy() < 0)
+        return NULL;
+    PyObject *result = PyObject_CallOneArg(args[0], args[1]);
+    if (result == NULL)
+        return NULL;
+    PyObject *out = taken_as(result, args[1]);
+    Py_DECREF(result);
+    return out;
 }
 
 /* ------------------------------------------------------------------------------------------ pull */
@@ -372,7 +531,7 @@ static PyObject *pull_dict_columns(PyObject *self, PyObject *args) {
             row_values[j] = v;
         }
         if (!fits) {  /* the value way takes it, as it is now */
-            extra = snap(row, Py_REFCNT(row) == 1, 0);
+            extra = snap(row, Py_REFCNT(row) == 1, 0, NULL);
             Py_DECREF(row);
             if (extra == NULL)
                 goto fail;
@@ -407,6 +566,10 @@ static PyMethodDef methods[] = {
     {"pull_dict_columns", pull_dict_columns, METH_VARARGS,
      "pull_dict_columns(iterator, n, keys) -> (columns, count, one_type, stop, extra): see pipeline/_values_c.c"},
     {"snapshot", snapshot, METH_O, "snapshot(value) -> the value as it is now: see pipeline/_values_c.c"},
+    {"taken", (PyCFunction)(void (*)(void))taken, METH_FASTCALL,
+     "taken(result, element) -> a map function's result as it is now: see pipeline/_values_c.c"},
+    {"call_taken", (PyCFunction)(void (*)(void))call_taken, METH_FASTCALL,
+     "call_taken(fn, element) -> taken(fn(element), element): see pipeline/_values_c.c"},
     {"dict_columns", dict_columns, METH_VARARGS,
      "dict_columns(values, keys) -> one list per key, or None: see pipeline/_values_c.c"},
     {"tuple_columns", tuple_columns, METH_VARARGS,

@@ -8,7 +8,9 @@ skip exactly the failed element.
 
 from __future__ import annotations
 
+import itertools
 import operator
+import os
 
 import numpy as np
 
@@ -73,6 +75,80 @@ def restored_error(saved, where: str) -> BaseException | None:
     return saved.error
 
 
+# ------------------------------------------------------------------------------ results taken as made
+# A map function may return a buffer it reuses (``out[:] = x * 2; return out``). tf.data turns each result
+# into a tensor as it is made; a block's results wait in a list here until they are batched, so each one is
+# taken as it is made, before the next call: what nothing else can change is kept (a fresh array, memory of
+# the input element, numbers, strings), anything else copied. ``pipeline/_values_c.c`` (``taken``) holds
+# the rules; without the extension the Python way below keeps only what it can tell is safe without
+# reference counts (memory of the input element, immutable values) and copies every other array.
+def _memory_owner(a):
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a if a.base is None else a.base
+
+
+def _input_memory(element, depth=0) -> set:
+    """ids of the objects owning the memory of ``element``'s arrays."""
+    if depth > 32:
+        return set()
+    t = type(element)
+    if t is dict:
+        return set().union(*(_input_memory(v, depth + 1) for v in element.values()))
+    if t is list or isinstance(element, tuple):
+        return set().union(*(_input_memory(v, depth + 1) for v in element))
+    if isinstance(element, np.ndarray):
+        return {id(_memory_owner(element))}
+    return set()
+
+
+def _taken_py(result, element):
+    inputs = _input_memory(element)
+
+    def take(value, depth):
+        if depth > 32:
+            return value
+        t = type(value)
+        if t is dict:
+            return {k: take(v, depth + 1) for k, v in value.items()}
+        if t is list:
+            return [take(v, depth + 1) for v in value]
+        if isinstance(value, tuple):
+            items = [take(v, depth + 1) for v in value]
+            if all(map(operator.is_, items, value)):
+                return value
+            return tuple(items) if t is tuple else (t._make(items) if hasattr(t, "_make") else value)
+        if t is bytearray:
+            return bytearray(value)
+        if isinstance(value, np.ndarray):
+            owner = _memory_owner(value)
+            return value if id(owner) in inputs or type(owner) is bytes else value.copy()
+        return value
+
+    return take(result, 0)
+
+
+def _call_taken_py(fn, element):
+    return _taken_py(fn(element), element)
+
+
+def _load_taken():
+    """``(call_taken, taken)`` of ``pipeline/_values_c.c``, or the Python way: the extension not built, or
+    ``JAXFEED_NO_C_EXT=1`` (read at import; tests set ``call_taken`` and ``taken`` here)."""
+    if os.environ.get("JAXFEED_NO_C_EXT", "") not in ("", "0"):
+        return _call_taken_py, _taken_py
+    try:
+        from .._values_c import call_taken, taken
+    except ImportError:
+        return _call_taken_py, _taken_py
+    return call_taken, taken
+
+
+# Called through the module (``blocks.taken(...)``), so that tests can switch to the Python way; never
+# wrapped in a Python function, which would hold the result and make every fresh result look shared.
+call_taken, taken = _load_taken()
+
+
 def apply_block(fn, block: list, unpack: bool, label: str, first_position: int, extra=None):
     """``[fn(x) for x in block]`` with tf.data's argument unpacking and failures kept in place.
 
@@ -88,7 +164,8 @@ def apply_block(fn, block: list, unpack: bool, label: str, first_position: int, 
 
 def run_block(fn, block, unpack: bool, label: str, first_position: int, extra=None):
     """``apply_block`` without turning the results into elements: the function's return values as they
-    are (failures in place), for a caller that checks them itself (the fused map and batch)."""
+    are (failures in place), for a caller that checks them itself (the fused map and batch). Each result is
+    taken as it is made (``taken``): a function may return a buffer it reuses."""
     out = []
     append = out.append
     failed = False
@@ -99,7 +176,7 @@ def run_block(fn, block, unpack: bool, label: str, first_position: int, extra=No
             try:
                 # list.extend keeps what it appended before an exception: the results before a failure
                 # stay, and the loop runs in C (about 30 ns per element cheaper than a Python for-loop).
-                extend(map(fn, it))
+                extend(map(call_taken, itertools.repeat(fn), it))
                 break
             except Exception as e:  # noqa: BLE001 - user code; re-raised in the consumer
                 append(Failure(in_transformation(e, label, first_position + len(out))))
@@ -110,7 +187,7 @@ def run_block(fn, block, unpack: bool, label: str, first_position: int, extra=No
                 args = x if (unpack and type(x) is tuple) else (x,)
                 if extra is not None:
                     args = args + (extra(first_position + i),)
-                append(fn(*args))
+                append(taken(fn(*args), x))  # (no name holds the result: "only the caller holds it" reads true)
             except Exception as e:  # noqa: BLE001
                 append(Failure(in_transformation(e, label, first_position + i)))
                 failed = True

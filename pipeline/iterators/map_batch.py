@@ -24,6 +24,7 @@ from ..options import effective_deterministic
 from ..engine import autotune
 from .base import Iterator, count_held, finalizing
 from .batch import stack_fast, stack_leaf_fast, stack_plain_tuples
+from ..engine import blocks
 from ..engine.blocks import Failure, drop_args, normalize_results, restored_error, run_block, saved_error
 from .map import node_seeds, rng_factory
 from ..engine.pool import TunedPool, stage_threads
@@ -45,7 +46,8 @@ def _map_block(fn, elements, stacked, unpack, label, position, extra, vectorized
             if stacked is None:
                 stacked = structure.stack(elements, what=what)
             batch_fn = getattr(fn, "on_batch", fn)  # a declared output_signature checks a batch as one
-            out = batch_fn(*stacked) if (unpack and type(stacked) is tuple) else batch_fn(stacked)
+            args = stacked if (unpack and type(stacked) is tuple) else (stacked,)
+            out = blocks.taken(batch_fn(*args), stacked)  # a batch it reuses: see blocks.taken
             return structure.normalize(out, f"result of {label}"), None, time.perf_counter() - t0
         except Exception:  # noqa: BLE001 - find the failing element the way the plain graph would
             pass

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..errors import in_transformation
 from .base import BlockIterator
+from ..engine import blocks
 from ..engine.blocks import Delivery, Failure
 from ..engine.registry import builds
 from ..nodes.scan import Scan, check_new_state, leaf_dtypes, step
@@ -38,7 +39,7 @@ class ScanIterator(BlockIterator):
                 failed = True
                 continue
             state = new_state
-            out.append(output)
+            out.append(blocks.taken(output, element))  # a function updating its state in place may return it
         self._state = state
         self._position += len(block)
         self._ready = Delivery(out, failed)
