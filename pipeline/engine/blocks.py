@@ -102,30 +102,41 @@ def _input_memory(element, depth=0) -> set:
     return set()
 
 
+def snapshot_py(value, keep_array=None, depth=0):
+    """``value`` as it is now, the Python way (no reference counts: the C passes of ``pipeline/_values_c.c``
+    copy less): every dict, list and bytearray in it copied, tuples rebuilt around copies, every array
+    copied unless ``keep_array(array)`` says it cannot change, anything else kept; deeper than ``_values_c``'s
+    MAX_DEPTH (a cycle), kept as it is. For a generator's values (``generator_convert``) and, keeping memory
+    of the input element, a function's results (``_taken_py``)."""
+    if depth > 32:
+        return value
+    t = type(value)
+    if t is dict:
+        return {k: snapshot_py(v, keep_array, depth + 1) for k, v in value.items()}
+    if t is list:
+        return [snapshot_py(v, keep_array, depth + 1) for v in value]
+    if isinstance(value, tuple):
+        items = [snapshot_py(v, keep_array, depth + 1) for v in value]
+        if all(map(operator.is_, items, value)):
+            return value
+        if t is tuple:
+            return tuple(items)
+        return t._make(items) if hasattr(t, "_make") else value  # a namedtuple; other subclasses kept
+    if t is bytearray:
+        return bytearray(value)
+    if isinstance(value, np.ndarray):
+        return value if keep_array is not None and keep_array(value) else value.copy()
+    return value
+
+
 def _taken_py(result, element):
     inputs = _input_memory(element)
 
-    def take(value, depth):
-        if depth > 32:
-            return value
-        t = type(value)
-        if t is dict:
-            return {k: take(v, depth + 1) for k, v in value.items()}
-        if t is list:
-            return [take(v, depth + 1) for v in value]
-        if isinstance(value, tuple):
-            items = [take(v, depth + 1) for v in value]
-            if all(map(operator.is_, items, value)):
-                return value
-            return tuple(items) if t is tuple else (t._make(items) if hasattr(t, "_make") else value)
-        if t is bytearray:
-            return bytearray(value)
-        if isinstance(value, np.ndarray):
-            owner = _memory_owner(value)
-            return value if id(owner) in inputs or type(owner) is bytes else value.copy()
-        return value
+    def of_input(array):
+        owner = _memory_owner(array)
+        return id(owner) in inputs or type(owner) is bytes
 
-    return take(result, 0)
+    return snapshot_py(result, of_input)
 
 
 def _call_taken_py(fn, element):

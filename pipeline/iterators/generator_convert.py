@@ -25,6 +25,7 @@ import os
 import numpy as np
 
 from .. import structure
+from ..engine.blocks import snapshot_py
 from ..errors import InvalidArgumentError
 
 
@@ -414,29 +415,10 @@ def _string_column(values, homogeneous=False):
     return np.fromiter(values if t is bytes else map(str.encode, values), dtype=object, count=len(values))
 
 
-def _snapshot_py(value, depth=0):
+def _snapshot_py(value):
     """``value`` as it is now (the Python way of ``_values_c.snapshot``, which copies less: see
-    ``pipeline/_values_c.c``): every dict, list, bytearray and array in it copied, tuples rebuilt around
-    copies, anything else kept; deeper than ``_values_c``'s MAX_DEPTH (a cycle), kept as it is."""
-    if depth > 32:
-        return value
-    t = type(value)
-    if t is dict:
-        return {k: _snapshot_py(v, depth + 1) for k, v in value.items()}
-    if t is list:
-        return [_snapshot_py(v, depth + 1) for v in value]
-    if isinstance(value, tuple):
-        items = [_snapshot_py(v, depth + 1) for v in value]
-        if all(map(operator.is_, items, value)):
-            return value
-        if t is tuple:
-            return tuple(items)
-        return t._make(items) if hasattr(t, "_make") else value  # a namedtuple; other subclasses kept
-    if t is bytearray:
-        return bytearray(value)
-    if isinstance(value, np.ndarray):
-        return value.copy()
-    return value
+    ``pipeline/_values_c.c``): ``engine.blocks.snapshot_py``, every array copied."""
+    return snapshot_py(value)
 
 
 def _load_values_c():
