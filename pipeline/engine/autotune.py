@@ -33,9 +33,10 @@ the number of a process map's workers given tasks):
    (its back-off doubles up to ``MAX_BACKOFF``), so a steady pipeline pays for probes less and less
    often, and one whose machine gets busier or quieter is still probed every ``MAX_BACKOFF`` seconds at
    most: a back-off runs on in time across epochs (the next iterator probes when it ends, however short
-   its epochs), so a knob that start-up noise moved the wrong way is found again. A probe that an epoch's end cuts short counts as failed for its back-off (the next
-   epoch would otherwise begin it again at the same point). Knobs are matched by their node's place in the
-   optimized graph; stages built inside an interleave's function (one per input) start from scratch.
+   its epochs), so a knob that start-up noise moved the wrong way is found again. A probe that an epoch's
+   end cuts short counts as failed for its back-off (the next epoch would otherwise begin it again at the
+   same point). Knobs are matched by their node's place in the optimized graph; stages built inside an
+   interleave's function (one per input) start from scratch.
 
 A tuner that is never told deliveries (``tick()`` with no count) has no rate to judge by and keeps every
 step it takes: the knob rises while the consumer waits, as in step 2, and never goes down.
