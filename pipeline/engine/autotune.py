@@ -23,7 +23,8 @@ the number of a process map's workers given tasks):
    threads would do worse. A fused map and batch may step down to 0: its batches are then made on the
    consumer's thread (its time making them counts as waiting, so a step back up is probed; from 0 it goes
    to 2 threads: one would only make the same batches elsewhere, at the same rate, and never pay).
-   The first ``WARMUP_WINDOWS`` windows (start-up) are never a base.
+   Where both directions are due and a step up already failed from the current value, the step down goes
+   first. The first ``WARMUP_WINDOWS`` windows (start-up) are never a base.
 4. One probe at a time per iterator tree (a ``ProbeToken`` shared through the iterator context), so a rate
    change is blamed on the knob that moved.
 5. Tuning carries over from one epoch to the next. A ``Dataset`` keeps what its iterators' tuners learned
@@ -33,10 +34,17 @@ the number of a process map's workers given tasks):
    (its back-off doubles up to ``MAX_BACKOFF``), so a steady pipeline pays for probes less and less
    often, and one whose machine gets busier or quieter is still probed every ``MAX_BACKOFF`` seconds at
    most: a back-off runs on in time across epochs (the next iterator probes when it ends, however short
-   its epochs), so a knob that start-up noise moved the wrong way is found again. A probe that an epoch's
-   end cuts short counts as failed for its back-off (the next epoch would otherwise begin it again at the
-   same point). Knobs are matched by their node's place in the optimized graph; stages built inside an
-   interleave's function (one per input) start from scratch.
+   its epochs), so a knob that start-up noise moved the wrong way is found again. What a judgement has
+   measured carries over too, so epochs shorter than one judgement still tune: the steady rates at the
+   current value (the next epoch's base needs fewer windows of its own), and a probe that the epoch's end
+   cut short, which the next epoch resumes at the probed value -- its first window settling, as after any
+   step -- and judges on what both epochs measured. A restored tuner's start-up is ``RESTORED_WARMUP``
+   windows, not ``WARMUP_WINDOWS``. A P3 read stage's epoch (~80 ms) was over before a fresh tuner had its
+   first base (three start-up windows and two steady ones, 100 ms): its two reader threads were never
+   judged, at 1.7 GB/s where reading on the consumer gave 2.5. A probe still unjudged after
+   ``MAX_CARRIED`` epochs (epochs too short for any window) counts as failed: the knob goes back and the
+   direction waits twice as long. Knobs are matched by their node's place in the optimized graph; stages
+   built inside an interleave's function (one per input) start from scratch.
 
 A tuner that is never told deliveries (``tick()`` with no count) has no rate to judge by and keeps every
 step it takes: the knob rises while the consumer waits, as in step 2, and never goes down.
@@ -64,6 +72,8 @@ GAIN = 0.2  # a step must raise the delivery rate by this much to be kept (windo
 BASE_WINDOWS = 2  # steady windows at a value before a probe from it (their mean rate is the base)
 RETRY_AFTER = 0.5  # seconds before a failed step up is tried again (doubles after each failure)
 WARMUP_WINDOWS = 3  # the first windows of a stage are start-up, never a base rate
+RESTORED_WARMUP = 1  # ...of a stage whose tuner starts from what the last epoch's learned (step 5)
+MAX_CARRIED = 3  # epochs a cut-short probe is resumed in before it counts as failed (step 5)
 DOWN_AFTER = 0.3  # seconds after a kept step before a step down is probed (doubles when it fails)
 HOLD = 0.1  # a step down is kept if the rate stays within this of the base (window rates vary by ~10%)
 MIN_DELIVERIES = 3  # a window lasts until the stage has delivered this many blocks: a stage that delivers one
@@ -132,7 +142,14 @@ class Tuner:
         self._count = 0
         self._deliveries = 0  # ticks with a count in this window
         self._start = clock()
-        self._windows = 0  # windows judged so far (the first WARMUP_WINDOWS are start-up: never a base)
+        self._windows = 0  # windows judged so far (the first ``_warmup`` are start-up: never a base)
+        self._warmup = WARMUP_WINDOWS
+        self._carried = 0  # epochs the probe in progress has been carried into (step 5)
+        # The value a step up last failed from. There, when a step down is due too, it goes first: a stage
+        # whose consumer waits although its threads cost more than they bring (P3's read stage: two GIL-bound
+        # readers, 1.8 GB/s against 2.6 on the consumer alone) would otherwise probe up whenever its back-off
+        # had run out -- at every epoch, when epochs are seconds apart -- and the step down waited behind it.
+        self._up_failed = None
         self._steady: list = []  # delivery rates of the steady windows since the knob last moved
         self._probe = None  # a probe in progress: see _begin
         self._retry_at = 0.0  # no step up before (after a step up that did not pay, or a kept step down)
@@ -145,8 +162,10 @@ class Tuner:
         self._learned = learned  # (store, key): see step 5 of the module docstring
         remembered = learned[0].get(learned[1]) if learned is not None else None
         if remembered is not None:
-            value, self._retry_after, self._down_after, *due = remembered
+            value, self._retry_after, self._down_after, *rest = remembered
+            due, carried = rest[:2], (rest[2] if len(rest) > 2 else None)
             self.value = max(self.minimum, min(value, self.maximum))
+            self._warmup = RESTORED_WARMUP
             # A back-off runs on across epochs: a probe is due when the last iterator's back-off ends, not a
             # whole back-off after this one starts. Counted from each start, a back-off longer than an epoch
             # (P4's: ~1 s) put the probe off for good, and a knob that start-up noise had moved the wrong
@@ -157,11 +176,34 @@ class Tuner:
             if due:
                 self._retry_at = min(self._retry_at, due[0])
                 self._down_at = min(self._down_at, due[1])
+            if carried is not None:
+                self._resume(*carried)
 
-    def _remember(self) -> None:
+    def _remember(self, probe=None) -> None:
+        """Record the value (the last verdict), the back-offs and what the next epoch carries on with: the
+        steady rates at this value and ``probe``, a cut-short probe to resume (``close``)."""
         if self._learned is not None:
             store, key = self._learned
-            store[key] = (self.value, self._retry_after, self._down_after, self._retry_at, self._down_at)
+            carried = (tuple(self._steady), probe, self._carried + 1 if probe is not None else 0, self._up_failed)
+            store[key] = (self.value, self._retry_after, self._down_after, self._retry_at, self._down_at, carried)
+
+    def _resume(self, steady, probe, carried, up_failed=None) -> None:
+        """Carry on from the last epoch (step 5 of the module doc): its steady rates, and its cut-short probe
+        when there was one (``probe``: the probed value, the value before, the base rate, the elements and
+        seconds measured), unless the value it probes is no longer within bounds or another knob of this
+        tree holds the probe token."""
+        self._steady = list(steady)[-BASE_WINDOWS:]
+        self._up_failed = up_failed
+        if probe is None:
+            return
+        target, before, base, elements, seconds = probe
+        target = max(self.minimum, min(target, self.maximum))
+        if before != self.value or target == before or not self._token.acquire(self):
+            return
+        self._probe = [before, base, 1, elements, seconds]  # its first window here settles, as after a step
+        self.value = target
+        self._steady = []
+        self._carried = carried
 
     def waited(self, seconds: float) -> None:
         self._waited += seconds
@@ -185,15 +227,19 @@ class Tuner:
             if self._probe is None:  # a verdict: the next epoch starts from it
                 self._remember()
             return
-        if rate is not None and self._windows <= WARMUP_WINDOWS:
+        if rate is not None and self._windows <= self._warmup:
             return  # start-up: slow for reasons no knob changes
         self._steady = (self._steady + [rate])[-BASE_WINDOWS:]
         if len(self._steady) < BASE_WINDOWS and any(r is not None for r in self._steady):
             return  # no base yet
         base = None if None in self._steady else sum(self._steady) / len(self._steady)
-        if waited and self.value < self.maximum and now >= self._retry_at:
+        up = waited and self.value < self.maximum and now >= self._retry_at
+        down = base is not None and self.value > self.minimum and now >= self._down_at
+        if up and down and self._up_failed == self.value:
+            up = False  # more did not pay from here: fewer is tried first (see _up_failed)
+        if up:
             self._begin(self._step_up(), base)
-        elif base is not None and self.value > self.minimum and now >= self._down_at:
+        elif down:
             self._begin(self.value - 1, base)  # a kept step may have been luck: see if fewer do as well
 
     def _step_up(self) -> int:
@@ -213,6 +259,7 @@ class Tuner:
         self._probe = [self.value, base, 1, 0.0, 0.0]
         self.value = min(self.maximum, value)
         self._steady = []
+        self._carried = 0
 
     def _judge(self, rate, elapsed, now):
         probe = self._probe
@@ -239,6 +286,7 @@ class Tuner:
                 return
             self.value = before
             self.reverts += 1
+            self._up_failed = before
             self._retry_at = now + self._retry_after
             self._retry_after = _longer(self._retry_after)
         else:  # a step down: kept if the rate held (less parallelism for the same work)
@@ -253,27 +301,33 @@ class Tuner:
             self._down_after = _longer(self._down_after)
 
     def close(self) -> None:
-        """Give the probe token back (a closed stage must not block its siblings' tuning). A probe cut short
-        -- the epoch ended in it -- has no verdict: the knob goes back, and the direction waits twice as long
-        before it is tried again, as after a failed probe. Otherwise the next epoch, starting from the same
-        back-off, would begin the same probe at the same point and never finish it.
+        """Give the probe token back (a closed stage must not block its siblings' tuning), and leave what the
+        next epoch carries on with (step 5 of the module doc). A probe cut short -- the epoch ended in it --
+        has no verdict: the knob goes back to its last verdict here, and the next epoch resumes the probe
+        where this one left it. One still unjudged after ``MAX_CARRIED`` epochs counts as failed: the
+        direction waits twice as long before it is tried again (epochs too short to judge anything stop
+        paying for it).
 
         While the interpreter finalizes it does nothing: the token's lock may be held by a thread stopped for
         good (see ``base.finalizing``), and no later epoch will use what it learned."""
         if sys.is_finalizing():
             return
-        probe = self._probe
+        probe, carry = self._probe, None
         if probe is not None:
             self._probe = None
-            now = self._clock()
-            if self.value > probe[0]:
-                self._retry_after = _longer(self._retry_after)
-                self._retry_at = now + self._retry_after
+            if self._carried < MAX_CARRIED:
+                carry = (self.value, probe[0], probe[1], probe[3], probe[4])
             else:
-                self._down_after = _longer(self._down_after)
-                self._down_at = now + self._down_after
+                now = self._clock()
+                if self.value > probe[0]:
+                    self._retry_after = _longer(self._retry_after)
+                    self._retry_at = now + self._retry_after
+                    self._up_failed = probe[0]
+                else:
+                    self._down_after = _longer(self._down_after)
+                    self._down_at = now + self._down_after
             self.value = probe[0]
-            self._remember()
+        self._remember(carry)
         self._token.release(self)
 
 

@@ -150,30 +150,87 @@ def test_tuner_starts_from_what_the_previous_one_learned(one_tick_windows):
     assert autotune.Tuner(2, 1, clock=clock, learned=({"k": (3, 1.0, 1.0)}, "k")).value == 1  # within budget
 
 
-def test_a_probe_cut_short_by_the_end_of_an_epoch_is_not_begun_again_at_the_same_point(one_tick_windows):
-    """An epoch that ends during a probe leaves the knob where it was before the probe, and the next epoch
-    waits twice as long before that probe: epochs shorter than the back-off stop paying for it."""
+def short_epochs(store, clock, epochs, windows, rate_at, initial=2, maximum=4, minimum=0, gap=1.0, wait=False):
+    """Run ``epochs`` epochs of ``windows`` windows each, one tuner per epoch sharing ``store`` (the next
+    iterator of one Dataset), ``gap`` seconds apart (other work between them); the value each ended at."""
+    values = []
+    for _ in range(epochs):
+        tuner = autotune.Tuner(initial, maximum, clock=clock, learned=(store, "k"), minimum=minimum)
+        run_windows(tuner, clock, windows, rate_at=rate_at, wait=wait)
+        tuner.close()
+        values.append(tuner.value)
+        clock.now = round(clock.now + gap, 9)
+    return values
+
+
+def test_epochs_shorter_than_a_judgement_still_tune(one_tick_windows):
+    """A stage whose epochs are shorter than one judgement (P3's read stage: ~80 ms, four windows, where a
+    fresh tuner needs three start-up and two steady windows before its first probe) still tunes: the next
+    epoch starts from the steady rates and the cut-short probe the last one left, and each epoch's start-up
+    is one window. Before, every epoch began from scratch and the knob never moved (its readers stayed)."""
     clock = FakeClock()
     store = {}
+    readers_cost = lambda v: {0: 12_000, 1: 10_000}.get(v, 8_000)  # reading on the consumer pays best
+    values = short_epochs(store, clock, 12, 4, readers_cost)
+    assert values[0] == 2  # the first epoch only measures
+    assert values[-1] == 0 and values[-3:] == [0, 0, 0]
+
+
+def test_where_more_did_not_pay_fewer_is_tried_first(one_tick_windows):
+    """A consumer that waits at every value (readers that cost more than they bring) while epochs are seconds
+    apart, so every back-off has run out when the next epoch starts: a step down is tried before another step
+    up from a value where a step up failed. Before, the step up went first at every epoch and took its
+    windows: the knob never got down to where the stage is fastest."""
+    clock = FakeClock()
+    store = {}
+    readers_cost = lambda v: {0: 12_000, 1: 10_000}.get(v, 8_000)
+    values = short_epochs(store, clock, 10, 5, readers_cost, gap=30.0, wait=True)
+    assert values[-3:] == [0, 0, 0]
+
+
+def test_a_resumed_probe_is_judged_on_both_epochs_and_taken_back_if_it_does_not_hold(one_tick_windows):
+    """A probe resumed in the next epoch keeps what it measured: a step down that does worse is taken back,
+    and the knob stays where it does best."""
+    clock = FakeClock()
+    store = {}
+    threads_pay = lambda v: 6_000 * v + 1_000
+    values = short_epochs(store, clock, 12, 4, threads_pay, initial=2, maximum=2)
+    assert values == [2] * 12
+    assert store["k"][2] > autotune.DOWN_AFTER  # the failed step down backs off
+
+
+def test_a_probe_no_epoch_can_judge_counts_as_failed_after_max_carried(one_tick_windows):
+    """Epochs too short for a judged window (a resumed probe's first window settles) cannot carry a probe
+    for ever: after ``MAX_CARRIED`` epochs it counts as failed, the knob at its last verdict, and the
+    direction backs off, so such epochs stop paying for probes."""
+    clock = FakeClock()
     steady = lambda v: 10_000
-    starts = []
-    for epoch in range(6):
+    # the first epoch ended in a step down from 2 to 1 that had not settled yet
+    store = {"k": (2, 0.5, 0.3, 0.0, 0.0, ((), (1, 2, 10_000.0, 0.0, 0.0), 1))}
+    down_after = store["k"][2]
+    for epoch in range(autotune.MAX_CARRIED):
         tuner = autotune.Tuner(2, 2, clock=clock, learned=(store, "k"))
-        start, began = clock.now, None
-        for _ in range(40):  # an epoch of 40 windows, 0.8 s: a step down is begun, then the epoch ends
-            run_windows(tuner, clock, 1, rate_at=steady, wait=False)
-            if tuner._probe is not None and began is None:
-                began = round(clock.now - start, 6)
-            if tuner._probe is not None and tuner._probe[2] == 0 and tuner._probe[4] > 0:
-                break  # cut short mid-judging
+        assert tuner.value == 1 and tuner._probe is not None  # resumed at the probed value
+        run_windows(tuner, clock, 1, rate_at=steady, wait=False)  # the epoch ends as it settles
         tuner.close()
-        assert tuner.value == 2 and tuner._probe is None
-        assert store["k"][0] == 2
-        starts.append(began)
-    assert starts[0] is not None and starts[1] is not None and starts[1] > starts[0]
-    assert starts[-1] is None  # the back-off outgrew the epoch: no probe begun at all
-    tuner = autotune.Tuner(2, 2, clock=clock, learned=(store, "k"))
-    assert tuner.value == 2 and store["k"][2] <= autotune.MAX_BACKOFF
+        assert tuner.value == 2
+    assert store["k"][5][1] is None and store["k"][2] == 2 * down_after
+    assert autotune.Tuner(2, 2, clock=clock, learned=(store, "k")).value == 2
+
+
+def test_a_cut_short_probe_is_not_resumed_while_another_knob_probes(one_tick_windows):
+    """One probe at a time per iterator tree, resumed probes included: a knob whose carried probe finds the
+    token taken starts at its last verdict."""
+    clock = FakeClock()
+    store = {"k": (2, 0.5, 0.3, 0.0, 0.0, ((9_000.0,), (1, 2, 9_000.0, 50.0, 0.005), 1))}
+    token = autotune.ProbeToken()
+    other = object()
+    assert token.acquire(other)
+    tuner = autotune.Tuner(2, 2, clock=clock, token=token, learned=(store, "k"))
+    assert tuner.value == 2 and tuner._probe is None
+    token.release(other)
+    tuner = autotune.Tuner(2, 2, clock=clock, token=token, learned=(store, "k"))
+    assert tuner.value == 1 and tuner._probe is not None and token.holder is tuner
 
 
 def test_a_back_off_longer_than_an_epoch_still_ends(one_tick_windows):
