@@ -39,7 +39,8 @@ the number of a process map's workers given tasks):
    current value (the next epoch's base needs fewer windows of its own), and a probe that the epoch's end
    cut short, which the next epoch resumes at the probed value -- its first window settling, as after any
    step -- and judges on what both epochs measured. A restored tuner's start-up is ``RESTORED_WARMUP``
-   windows, not ``WARMUP_WINDOWS``. A P3 read stage's epoch (~80 ms) was over before a fresh tuner had its
+   windows, not ``WARMUP_WINDOWS``. Nothing measured in a Dataset's first epoch (a tuner from scratch) is
+   carried: that epoch is slower throughout, and a later rate judged against its base looks like a gain. A P3 read stage's epoch (~80 ms) was over before a fresh tuner had its
    first base (three start-up windows and two steady ones, 100 ms): its two reader threads were never
    judged, at 1.7 GB/s where reading on the consumer gave 2.5. A probe still unjudged after
    ``MAX_CARRIED`` epochs (epochs too short for any window) counts as failed: the knob goes back and the
@@ -161,6 +162,11 @@ class Tuner:
         self.lowers = 0  # how many steps down were kept because the rate held
         self._learned = learned  # (store, key): see step 5 of the module docstring
         remembered = learned[0].get(learned[1]) if learned is not None else None
+        # A tuner from scratch runs in a Dataset's first epoch, slower throughout for reasons no knob changes
+        # (first opens, imports, cold caches: P3's read stage 0.6-1.2 GB/s against 1.5-3 after): its rates are
+        # no base for a later epoch's, and its cut-short probe is dropped rather than resumed (resumed, a
+        # step up was judged against the first epoch's base and kept on that alone).
+        self._restored = remembered is not None
         if remembered is not None:
             value, self._retry_after, self._down_after, *rest = remembered
             due, carried = rest[:2], (rest[2] if len(rest) > 2 else None)
@@ -184,7 +190,8 @@ class Tuner:
         steady rates at this value and ``probe``, a cut-short probe to resume (``close``)."""
         if self._learned is not None:
             store, key = self._learned
-            carried = (tuple(self._steady), probe, self._carried + 1 if probe is not None else 0, self._up_failed)
+            steady = tuple(self._steady) if self._restored else ()
+            carried = (steady, probe, self._carried + 1 if probe is not None else 0, self._up_failed)
             store[key] = (self.value, self._retry_after, self._down_after, self._retry_at, self._down_at, carried)
 
     def _resume(self, steady, probe, carried, up_failed=None) -> None:
@@ -315,7 +322,9 @@ class Tuner:
         probe, carry = self._probe, None
         if probe is not None:
             self._probe = None
-            if self._carried < MAX_CARRIED:
+            if not self._restored:
+                pass  # the first epoch's: dropped, not failed (see __init__)
+            elif self._carried < MAX_CARRIED:
                 carry = (self.value, probe[0], probe[1], probe[3], probe[4])
             else:
                 now = self._clock()

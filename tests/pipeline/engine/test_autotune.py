@@ -218,6 +218,28 @@ def test_a_probe_no_epoch_can_judge_counts_as_failed_after_max_carried(one_tick_
     assert autotune.Tuner(2, 2, clock=clock, learned=(store, "k")).value == 2
 
 
+def test_nothing_measured_in_the_first_epoch_is_carried(one_tick_windows):
+    """A Dataset's first epoch (its tuner from scratch) is slower throughout: its steady rates are no base
+    for the next epoch's windows, and its cut-short probe is dropped (the knob at its last verdict, no
+    back-off). A later epoch's are carried."""
+    clock = FakeClock()
+    store = {}
+    rate = lambda v: 10_000
+    first = autotune.Tuner(2, 4, clock=clock, learned=(store, "k"), minimum=0)
+    run_windows(first, clock, autotune.WARMUP_WINDOWS + autotune.BASE_WINDOWS + 1, rate_at=rate, wait=False)
+    assert first._probe is not None  # a step down begun
+    first.close()
+    assert first.value == 2 and store["k"][0] == 2
+    steady, probe, carried = store["k"][5][:3]
+    assert steady == () and probe is None and carried == 0
+    assert store["k"][2] == autotune.DOWN_AFTER  # dropped, not failed
+    second = autotune.Tuner(2, 4, clock=clock, learned=(store, "k"), minimum=0)
+    assert second.value == 2 and second._probe is None and second._steady == []
+    run_windows(second, clock, autotune.RESTORED_WARMUP + 1, rate_at=rate, wait=False)
+    second.close()
+    assert store["k"][5][0] == pytest.approx((10_000.0,))  # a restored tuner's steady rates are carried
+
+
 def test_a_cut_short_probe_is_not_resumed_while_another_knob_probes(one_tick_windows):
     """One probe at a time per iterator tree, resumed probes included: a knob whose carried probe finds the
     token taken starts at its last verdict."""
