@@ -34,18 +34,18 @@ the number of a process map's workers given tasks):
    (its back-off doubles up to ``MAX_BACKOFF``), so a steady pipeline pays for probes less and less
    often, and one whose machine gets busier or quieter is still probed every ``MAX_BACKOFF`` seconds at
    most: a back-off runs on in time across epochs (the next iterator probes when it ends, however short
-   its epochs), so a knob that start-up noise moved the wrong way is found again. What a judgement has
-   measured carries over too, so epochs shorter than one judgement still tune: the steady rates at the
-   current value (the next epoch's base needs fewer windows of its own), and a probe that the epoch's end
-   cut short, which the next epoch resumes at the probed value -- its first window settling, as after any
-   step -- and judges on what both epochs measured. A restored tuner's start-up is ``RESTORED_WARMUP``
-   windows, not ``WARMUP_WINDOWS``. Nothing measured in a Dataset's first epoch (a tuner from scratch) is
-   carried: that epoch is slower throughout, and a later rate judged against its base looks like a gain. A P3 read stage's epoch (~80 ms) was over before a fresh tuner had its
-   first base (three start-up windows and two steady ones, 100 ms): its two reader threads were never
-   judged, at 1.7 GB/s where reading on the consumer gave 2.5. A probe still unjudged after
-   ``MAX_CARRIED`` epochs (epochs too short for any window) counts as failed: the knob goes back and the
-   direction waits twice as long. Knobs are matched by their node's place in the optimized graph; stages
-   built inside an interleave's function (one per input) start from scratch.
+   its epochs), so a knob that start-up noise moved the wrong way is found again. What a judgement has measured
+   carries over too, so epochs shorter than one judgement still tune: the steady rates at the current value
+   (the next epoch's base needs fewer windows of its own), and a probe that the epoch's end cut short, which
+   the next epoch resumes at the probed value -- its first window settling, as after any step -- and judges on
+   what both epochs measured. A restored tuner's start-up is ``RESTORED_WARMUP`` windows, not
+   ``WARMUP_WINDOWS``. Nothing measured in a Dataset's first epoch (a tuner from scratch) is carried: that
+   epoch is slower throughout, and a later rate judged against its base looks like a gain. A P3 read stage's
+   epoch (~80 ms) was over before a fresh tuner had its first base (three start-up windows and two steady ones,
+   100 ms): its two reader threads were never judged, at 1.7 GB/s where reading on the consumer gave 2.5. A
+   probe still unjudged after ``MAX_CARRIED`` epochs (epochs too short for any window) counts as failed: the
+   knob goes back and the direction waits twice as long. Knobs are matched by their node's place in the
+   optimized graph; stages built inside an interleave's function (one per input) start from scratch.
 
 A tuner that is never told deliveries (``tick()`` with no count) has no rate to judge by and keeps every
 step it takes: the knob rises while the consumer waits, as in step 2, and never goes down.
