@@ -324,3 +324,41 @@ def test_the_pull_stops_at_a_value_that_is_not_a_row_without_resuming_the_genera
     columns, count, one_type, stop, extra = _c.pull_dict_columns(it, 10, ("a",))
     assert (columns, count, one_type, stop, extra) == ([[1]], 1, True, 2, [1]) and resumed == []
     assert _c.pull_dict_columns(it, 10, ("a",))[:4] == ([[2]], 1, True, 1)
+
+
+def _other(s):
+    """An str equal to ``s`` that is another object (as a signature's key is, next to a row's)."""
+    out = "".join(list(s))
+    assert out == s and (out is not s or len(s) <= 1)
+    return out
+
+
+def test_the_pull_looks_keys_up_by_the_rows_own_key_objects_and_takes_the_same_values():
+    """The rows' own key objects stand in for the signature's equal ones (a lookup by pointer, not by a string
+    comparison): the same columns, whichever key objects the rows hold, shared or not, and none leaked."""
+    names = ("label", "score", "text")
+    shared = tuple(_other(k) for k in names)
+    rows = [dict(zip(shared, (i, i * 0.5, f"t{i}"))) for i in range(50)]
+    rows += [{_other(k): v for k, v in zip(names, (i, i * 0.5, f"t{i}"))} for i in range(50, 60)]  # own keys
+    keys = tuple(_other(k) for k in sorted(names))
+    expected = [[r[k] for r in rows] for k in keys]
+    before = [sys.getrefcount(k) for k in shared + keys]
+    for block in (7, 50, 1000):
+        it, got = iter(rows), [[] for _ in keys]
+        while True:
+            columns, count, one_type, stop, extra = _c.pull_dict_columns(it, block, keys)
+            for g, c in zip(got, columns):
+                g += c
+            if stop:
+                break
+        assert got == expected and stop == 1
+    assert [sys.getrefcount(k) for k in shared + keys] == before
+
+
+def test_keys_that_are_not_plain_str_are_looked_up_as_given():
+    class Key(str):
+        pass
+
+    rows = [{Key("a"): 1, 2: "x"}, {Key("a"): 3, 2: "y"}]
+    columns, count, one_type, stop, extra = _c.pull_dict_columns(iter(rows), 10, ("a", 2))
+    assert columns == [[1, 3], ["x", "y"]] and count == 2 and stop == 1
