@@ -24,7 +24,7 @@ the number of a process map's workers given tasks):
    consumer's thread (its time making them counts as waiting, so a step back up is probed; from 0 it goes
    to 2 threads: one would only make the same batches elsewhere, at the same rate, and never pay).
    Where both directions are due and a step up already failed from the current value, the step down goes
-   first. The first ``WARMUP_WINDOWS`` windows (start-up) are never a base.
+   first; a knob made ``down_first`` (an interleave, which starts at two readers) treats its start so too. The first ``WARMUP_WINDOWS`` windows (start-up) are never a base.
 4. One probe at a time per iterator tree (a ``ProbeToken`` shared through the iterator context), so a rate
    change is blamed on the knob that moved.
 5. Tuning carries over from one epoch to the next. A ``Dataset`` keeps what its iterators' tuners learned
@@ -120,16 +120,18 @@ def learned_slot(ctx, node):
     return None if place is None else (store, (place, node.kind))
 
 
-def tuner_for(node, ctx, initial: int, maximum: int, clock=time.perf_counter, minimum: int = 1) -> "Tuner":
+def tuner_for(node, ctx, initial: int, maximum: int, clock=time.perf_counter, minimum: int = 1,
+              down_first: bool = False) -> "Tuner":
     """The tuner of ``node``'s AUTOTUNE knob in ``ctx``'s tree: one probe at a time (the tree's token),
-    starting from what the previous iterator of the same Dataset learned, if any."""
+    starting from what the previous iterator of the same Dataset learned, if any (``down_first``: see
+    ``Tuner``)."""
     return Tuner(initial, maximum, clock=clock, token=probe_token(ctx), learned=learned_slot(ctx, node),
-                 minimum=minimum)
+                 minimum=minimum, down_first=down_first)
 
 
 class Tuner:
     def __init__(self, initial: int, maximum: int, grow=lambda v: v + 1, clock=time.perf_counter, token=None,
-                 learned=None, minimum: int = 1):
+                 learned=None, minimum: int = 1, down_first: bool = False):
         self._clock = clock
         # the least value a step down may reach: 1 thread, or 0 for a stage that can run its work on its
         # consumer's thread (the fused map and batch: a function that holds the GIL gains nothing from a
@@ -184,6 +186,10 @@ class Tuner:
                 self._down_at = min(self._down_at, due[1])
             if carried is not None:
                 self._resume(*carried)
+        # ``down_first``: a knob that starts generously (an interleave's two readers) probes fewer before more
+        # where both are due, as where a step up failed, until a step up fails somewhere (then that value)
+        if down_first and self._up_failed is None:
+            self._up_failed = self._probe[0] if self._probe is not None else self.value
 
     def _remember(self, probe=None) -> None:
         """Record the value (the last verdict), the back-offs and what the next epoch carries on with: the

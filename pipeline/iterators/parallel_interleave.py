@@ -83,8 +83,10 @@ class ParallelInterleaveIterator(SlotCycle):
             self.workers = stage_threads(ctx, max(1, min(budget, self._cycle) if budget else self._cycle))
             if autotune.enabled(ctx.options):
                 # down to 0: no reader, the consumer reads every slot itself (``_reads_here``)
+                # down first: AUTOTUNE_START is generous, and readers whose reads hold the GIL (local files:
+                # TFRecord framing, a Python generator) make the consumer wait although fewer would do better
                 self._tuner = autotune.tuner_for(node, ctx, AUTOTUNE_START, self.workers, clock=self.clock,
-                                                 minimum=0)
+                                                 minimum=0, down_first=True)
         self._max_threads = stage_threads(ctx, self.workers)  # Options.threading.private_threadpool_size
         self._futures: collections.deque = collections.deque()
         self._lock = threading.Lock()

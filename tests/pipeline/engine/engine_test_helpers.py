@@ -32,7 +32,8 @@ class WorkClock:
     """Fake time that passes only as a stage works: each unit of work (a mapped call, an inner read) takes
     ``cost / parallelism`` of it -- work that more threads do faster (I/O) -- however fast or loaded the
     machine is; the tuner never sees wall time. The consumer's waits, timed on this clock too, are the work
-    done while it was blocked. Set ``stage`` to the iterator whose ``parallelism`` divides the cost."""
+    done while it was blocked. Set ``stage`` to the iterator whose ``parallelism`` divides the cost (at 0 the
+    consumer does the work itself, as one thread would)."""
 
     def __init__(self, cost):
         self.now, self.cost, self.stage = 0.0, cost, None
@@ -44,7 +45,7 @@ class WorkClock:
 
     def work(self):
         with self.lock:
-            self.now += self.cost / self.stage.parallelism
+            self.now += self.cost / max(1, self.stage.parallelism)
 
 
 def map_workers():

@@ -188,6 +188,23 @@ def test_where_more_did_not_pay_fewer_is_tried_first(one_tick_windows):
     assert values[-3:] == [0, 0, 0]
 
 
+def test_a_generous_start_probes_fewer_first(one_tick_windows):
+    """``down_first`` (an interleave's two readers to start with): where a step up and a step down are both
+    due, the step down goes first, until a step up has failed somewhere; without it the waiting consumer
+    sends the first probe up."""
+    probes = {}
+    for down_first in (False, True):
+        clock = FakeClock()
+        tuner = autotune.Tuner(2, 4, clock=clock, minimum=0, down_first=down_first)
+        while tuner._probe is None:
+            run_windows(tuner, clock, 1, rate_at=lambda v: 10_000)  # the consumer waits in every window
+        probes[down_first] = tuner.value
+    assert probes == {False: 3, True: 1}
+    restored = autotune.Tuner(2, 4, clock=FakeClock(), minimum=0, down_first=True,
+                              learned=({"k": (1, 0.5, 0.3, 0.0, 0.0, ((), None, 0, None))}, "k"))
+    assert restored._up_failed == 1  # the next epoch too, from where it starts
+
+
 def test_a_resumed_probe_is_judged_on_both_epochs_and_taken_back_if_it_does_not_hold(one_tick_windows):
     """A probe resumed in the next epoch keeps what it measured: a step down that does worse is taken back,
     and the knob stays where it does best."""
