@@ -42,7 +42,8 @@
  *   float images is 6 MiB: copied with the GIL held, it stopped the other worker thread of a parallel map at
  *   its next numpy call for the whole copy (P4 as ported: ~6% of its rate on two threads). The values stay
  *   exported (unresizable) during the copy, and the new bytearray is not seen by anyone else before it
- *   returns. A value that is not a C-contiguous buffer raises BufferError, as ``bytearray.join`` does.
+ *   returns. A value that is not a C-contiguous buffer raises what its buffer export raises (numpy: ValueError;
+ *   ``join_arrays`` then assigns row by row); one that is no buffer at all raises TypeError.
  *
  * The column passes: one pass over the rows with the GIL held and no Python code run (the keys are looked up by their cached
  * hashes): it replaces, per row, the Python way's dict check, length check, one itemgetter call per key and
@@ -483,7 +484,7 @@ static inline int immutable_scalar(PyObject *v) {
  * signature's own where none matches): a str key found by the object a dict holds is found by its pointer,
  * where an equal but other str object costs a hash probe and a memcmp. A generator's rows usually share
  * their key objects (pyarrow's ``to_pylist`` makes them once per table), the signature's are other objects:
- * P6 as ported spent ~15% of its time in those string comparisons. Only exact str keys are matched (their
+ * the pull of P6's rows took 72 ns a row, 56 with the rows' own keys. Only exact str keys are matched (their
  * comparison runs no Python code); a lookup by an equal key finds the same value, so nothing else changes. */
 static void adopt_keys(PyObject *row, PyObject *keys, PyObject **lookup, Py_ssize_t k) {
     Py_ssize_t pos = 0;
