@@ -35,12 +35,11 @@ records, at the cost of not noticing a file cut right after a record boundary + 
 from __future__ import annotations
 
 import itertools
-import os
 import struct
 
 import numpy as np
 
-from jaxfeed.pipeline import errors
+from jaxfeed.pipeline import c_extensions, errors
 
 from . import crc, fs
 
@@ -71,13 +70,8 @@ _RUN_MIN = 8  # same-size records in a row before numpy takes over (and the leas
 def _load_c_extension():
     """The optional C walker (``_tfrecord_c.split_records``), or None: not built (no compiler at install
     time) or disabled with ``JAXFEED_NO_C_EXT=1`` (read at import time; tests flip ``_split_records``)."""
-    if os.environ.get("JAXFEED_NO_C_EXT", "") not in ("", "0"):
-        return None
-    try:
-        from . import _tfrecord_c
-    except ImportError:
-        return None
-    return _tfrecord_c.split_records
+    c = c_extensions.load("jaxfeed.formats._tfrecord_c")
+    return None if c is None else c.split_records
 
 
 _split_records = _load_c_extension()

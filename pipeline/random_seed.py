@@ -20,10 +20,11 @@ iteration key says which epoch of which enclosing ``repeat`` the iterator serves
 from __future__ import annotations
 
 import hashlib
-import os
 import secrets
 
 import numpy as np
+
+from . import c_extensions
 
 DEFAULT_GRAPH_SEED = 87654321
 
@@ -79,13 +80,8 @@ def generator(seeds: tuple[int, int], *keys: int) -> np.random.Generator:
 def _load_seed_c():
     """``_seed_c.seed_words`` (``pipeline/_seed_c.c``), or None: not built (no compiler at install time) or
     disabled with ``JAXFEED_NO_C_EXT=1`` (read at import; tests set ``_seed_words`` to None)."""
-    if os.environ.get("JAXFEED_NO_C_EXT", "") not in ("", "0"):
-        return None
-    try:
-        from ._seed_c import seed_words
-    except ImportError:
-        return None
-    return seed_words
+    c = c_extensions.load("jaxfeed.pipeline._seed_c")
+    return None if c is None else c.seed_words
 
 
 _seed_words = _load_seed_c()

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import itertools
 import operator
-import os
 
 import numpy as np
 
-from .. import structure
+from .. import c_extensions, structure
 from ..iterators.base import Iterator
 from .rows import RowQueue
 from ..errors import InvalidArgumentError, in_transformation
@@ -146,13 +145,8 @@ def _call_taken_py(fn, element):
 def _load_taken():
     """``(call_taken, taken)`` of ``pipeline/_values_c.c``, or the Python way: the extension not built, or
     ``JAXFEED_NO_C_EXT=1`` (read at import; tests set ``call_taken`` and ``taken`` here)."""
-    if os.environ.get("JAXFEED_NO_C_EXT", "") not in ("", "0"):
-        return _call_taken_py, _taken_py
-    try:
-        from .._values_c import call_taken, taken
-    except ImportError:
-        return _call_taken_py, _taken_py
-    return call_taken, taken
+    c = c_extensions.load("jaxfeed.pipeline._values_c")
+    return (_call_taken_py, _taken_py) if c is None else (c.call_taken, c.taken)
 
 
 # Called through the module (``blocks.taken(...)``), so that tests can switch to the Python way; never

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import collections
 import operator
-import os
 from concurrent import futures
 
 import numpy as np
 
-from .. import structure
+from .. import c_extensions, structure
 from .base import Iterator, count_held, indices_exactly, take_exactly
 from ..engine.blocks import Failure, restored_error, saved_error
 from ..engine.pool import stage_threads
@@ -312,13 +311,8 @@ def stack_leaf_fast(values, v0):
 def _load_join():
     """``bytearray().join``, or the C join of ``pipeline/_values_c.c`` that copies without the GIL (see its
     doc): the extension not built, or ``JAXFEED_NO_C_EXT=1``, read at import."""
-    if os.environ.get("JAXFEED_NO_C_EXT", "") not in ("", "0"):
-        return bytearray().join
-    try:
-        from .._values_c import join_released
-    except ImportError:
-        return bytearray().join
-    return join_released
+    c = c_extensions.load("jaxfeed.pipeline._values_c")
+    return bytearray().join if c is None else c.join_released
 
 
 _join = _load_join()

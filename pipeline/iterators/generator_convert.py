@@ -20,11 +20,10 @@ Per value, the block way costs a few C-level passes and the rebuild of the eleme
 from __future__ import annotations
 
 import operator
-import os
 
 import numpy as np
 
-from .. import structure
+from .. import c_extensions, structure
 from ..engine.blocks import snapshot_py
 from ..errors import InvalidArgumentError
 
@@ -426,13 +425,8 @@ def _load_values_c():
     of ``_dict_column_list`` and ``_tuple_columns``; None: not built (no compiler at install time) or
     disabled with ``JAXFEED_NO_C_EXT=1`` (read at import; tests flip ``snapshot``, ``_c_dict_columns``,
     ``_c_tuple_columns`` and ``_c_pull_dict_columns``, read when an iterator or converter is built)."""
-    if os.environ.get("JAXFEED_NO_C_EXT", "") not in ("", "0"):
-        return None
-    try:
-        from .._values_c import dict_columns, pull_dict_columns, snapshot, tuple_columns
-    except ImportError:
-        return None
-    return dict_columns, snapshot, tuple_columns, pull_dict_columns
+    c = c_extensions.load("jaxfeed.pipeline._values_c")
+    return None if c is None else (c.dict_columns, c.snapshot, c.tuple_columns, c.pull_dict_columns)
 
 
 _values_c = _load_values_c()
