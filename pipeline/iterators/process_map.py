@@ -25,7 +25,6 @@ from __future__ import annotations
 import collections
 import itertools
 import logging
-import multiprocessing
 import pickle
 import queue
 import threading
@@ -43,6 +42,7 @@ from .base import count_held, finalizing
 from .map import HandedOverByProbe, node_seeds, rng_factory
 from ..engine.shared_memory import SlabPool, unpack_leaves
 from ..engine.worker import STACKED
+from ..engine.processes import mp_context, start_without_main
 
 log = logging.getLogger("jaxfeed")
 
@@ -58,50 +58,6 @@ YIELD_SECONDS = 0.0002  # ...and between two such blocks, a wait on the starting
 POLL_SECONDS = 0.5  # how often a waiting consumer re-checks that its workers live
 JOIN_SECONDS = 2.0
 STOP_SECONDS = 0.1
-
-_ctx = None
-
-
-def mp_context():
-    """The forkserver context (preloading the worker module), or spawn where forkserver is missing."""
-    global _ctx
-    if _ctx is None:
-        try:
-            ctx = multiprocessing.get_context("forkserver")
-            ctx.set_forkserver_preload(["numpy", "cloudpickle", "jaxfeed.pipeline.engine.worker"])
-        except ValueError:
-            ctx = multiprocessing.get_context("spawn")
-        _ctx = ctx
-    return _ctx
-
-
-_start_lock = threading.Lock()
-
-
-def _start_without_main(process):
-    """Start ``process`` without re-running the user's ``__main__`` in it.
-
-    spawn/forkserver children normally re-import the main script (a script without an
-    ``if __name__ == "__main__"`` guard would then start the pipeline again in every worker). Workers need
-    nothing from it: the function travels by cloudpickle, by value. So the preparation data handed to the
-    child is stripped of the main module, for the duration of this start only."""
-    from multiprocessing import spawn
-
-    with _start_lock:
-        original = spawn.get_preparation_data
-
-        def without_main(name):
-            data = original(name)
-            data.pop("init_main_from_path", None)
-            data.pop("init_main_from_name", None)
-            return data
-
-        spawn.get_preparation_data = without_main
-        try:
-            process.start()
-        finally:
-            spawn.get_preparation_data = original
-
 
 class _Task:
     __slots__ = ("id", "worker", "position", "size", "slab", "result")
@@ -158,7 +114,7 @@ class _Pool:
             mine, theirs = ctx.Pipe(duplex=True)
             p = ctx.Process(target=worker.main, args=(theirs, fn_bytes, label), daemon=True,
                             name=f"jaxfeed-map-{i}")
-            _start_without_main(p)
+            start_without_main(p)
             theirs.close()
             self.procs.append(p)
             self.conns.append(mine)

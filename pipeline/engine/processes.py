@@ -1,0 +1,49 @@
+"""Starting worker processes: one multiprocessing context for the engine's workers (``iterators/process_map.py``'s
+map workers, ``engine/remote_inner.py``'s inner-dataset workers), and a start that leaves the user's
+``__main__`` alone."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+
+_ctx = None
+_start_lock = threading.Lock()
+
+
+def mp_context():
+    """The forkserver context (preloading the worker modules), or spawn where forkserver is missing."""
+    global _ctx
+    if _ctx is None:
+        try:
+            ctx = multiprocessing.get_context("forkserver")
+            ctx.set_forkserver_preload(["numpy", "cloudpickle", "jaxfeed.pipeline.engine.worker"])
+        except ValueError:
+            ctx = multiprocessing.get_context("spawn")
+        _ctx = ctx
+    return _ctx
+
+
+def start_without_main(process) -> None:
+    """Start ``process`` without re-running the user's ``__main__`` in it.
+
+    spawn/forkserver children normally re-import the main script (a script without an
+    ``if __name__ == "__main__"`` guard would then start the pipeline again in every worker). Workers need
+    nothing from it: functions travel by cloudpickle, by value. So the preparation data handed to the
+    child is stripped of the main module, for the duration of this start only."""
+    from multiprocessing import spawn
+
+    with _start_lock:
+        original = spawn.get_preparation_data
+
+        def without_main(name):
+            data = original(name)
+            data.pop("init_main_from_path", None)
+            data.pop("init_main_from_name", None)
+            return data
+
+        spawn.get_preparation_data = without_main
+        try:
+            process.start()
+        finally:
+            spawn.get_preparation_data = original
