@@ -261,6 +261,21 @@ def static_reason(map_node, ctx, node=None, vectorized=False) -> str | None:
     return None
 
 
+def interleave_reason(node, ctx) -> str | None:
+    """Why a parallel interleave with ``num_parallel_calls=AUTOTUNE`` keeps every slot in this process, or None
+    when its slots may open in worker processes (``engine/remote_inner.py``; each slot's inner dataset is then
+    judged as it opens: ``from_generator`` sources go)."""
+    if not autotune.enabled(ctx.options):
+        return "AUTOTUNE is off (Options.autotune.enabled=False)"
+    if ctx.options.execution.executor == "thread":
+        return "Options.execution.executor='thread'"
+    if ctx.cpu_count < 2:
+        return f"{ctx.cpu_count} CPU in the budget: processes cannot run side by side"
+    if autotune.learned_slot(ctx, node) is None:
+        return "built inside another transformation's function (workers per inner dataset would not pay)"
+    return None
+
+
 def upstream_threads(map_node) -> bool:
     """Whether a stage upstream of ``map_node`` runs on threads of this process (a parallel interleave or
     map, a prefetch): its work stays here, beside the workers, if the map goes to processes."""

@@ -17,7 +17,8 @@ def mp_context():
     if _ctx is None:
         try:
             ctx = multiprocessing.get_context("forkserver")
-            ctx.set_forkserver_preload(["numpy", "cloudpickle", "jaxfeed.pipeline.engine.worker"])
+            ctx.set_forkserver_preload(["numpy", "cloudpickle", "jaxfeed.pipeline.engine.worker",
+                                        "jaxfeed.pipeline.engine.inner_worker"])
         except ValueError:
             ctx = multiprocessing.get_context("spawn")
         _ctx = ctx

@@ -19,14 +19,18 @@ from ..nodes.flat_map import FlatMap
 from .base import BlockIterator
 
 
-def open_inner(node, ctx, element, position: int, transformation: str):
-    """Call ``node.map_func`` on ``element`` and build the iterator of the dataset it returns; errors are
-    annotated with the node and the input element's position."""
+def inner_dataset(node, element, position: int, transformation: str):
+    """Call ``node.map_func`` on ``element``: the node of the dataset it returns; errors are annotated with the
+    node and the input element's position."""
     try:
-        inner = dataset_of(call(node.map_func, element), transformation)
+        return dataset_of(call(node.map_func, element), transformation)
     except Exception as e:  # noqa: BLE001 - user code; keeps its type
         raise in_transformation(e, node.label(), position)
-    return ctx.build(inner)
+
+
+def open_inner(node, ctx, element, position: int, transformation: str):
+    """The iterator of the dataset ``node.map_func`` returns for ``element`` (``inner_dataset``)."""
+    return ctx.build(inner_dataset(node, element, position, transformation))
 
 
 @builds(FlatMap)

@@ -66,6 +66,29 @@ class Rows:
         return [leaf[0] for leaf in structure.flatten(self.rows)]
 
 
+def open_slot(node, ctx, element, position: int):
+    """A slot's inner iterator, in this process."""
+    return open_inner(node, ctx, element, position, "interleave")
+
+
+def read_block(iterator, size: int, stacked: bool):
+    """One read of an open inner ``iterator``: ``(items, ended)`` as ``Slot.read`` gives them (errors raise).
+    Also what a worker process runs for a slot whose inner iterator lives there (``engine/inner_worker.py``)."""
+    if stacked and getattr(iterator, "stacks_rows", False):
+        rows, k = iterator.next_rows(size)
+        if k > 0:
+            return Rows(rows, k), False
+        block = iterator.next_many(size) if k < 0 else []
+    else:
+        block = iterator.next_many(size)
+    if block:
+        # an error the inner iterator met past these elements (kept for its next call) goes in after them:
+        # the slot's saved state holds its buffer, not what its inner iterator keeps for the next call
+        error = iterator.take_deferred()
+        return (block if error is None else block + [Failure(error)]), False
+    return [], True
+
+
 class Slot:
     """One inner dataset: made from the input element at ``position``, read ahead into ``buffer`` (elements
     and failures) and ``columns`` (stacked rows, when the consumer takes them), the buffer first."""
@@ -89,31 +112,38 @@ class Slot:
         """Rows and elements read ahead (failures count as one)."""
         return self.columns.rows + len(self.buffer)
 
-    def read(self, node, ctx, size: int, stacked: bool = False):
+    def read(self, node, ctx, size: int, stacked: bool = False, opener=None):
         """One read, outside any lock: ``(items, ended)``, items a list or (``stacked``: when the inner
-        iterator hands out stacked rows) a ``Rows``; opens the inner iterator first if needed."""
+        iterator hands out stacked rows) a ``Rows``; opens the inner iterator first if needed (``opener(node,
+        ctx, element, position)``: the parallel iterator's, which may open it in a worker process)."""
         try:
             if self.iterator is None:
-                self.iterator = open_inner(node, ctx, self.element, self.position, "interleave")
+                self.iterator = (opener or open_slot)(node, ctx, self.element, self.position)
                 if self.restore is not None:
                     self.iterator.set_state(self.restore)
                     self.restore = None
-            if stacked and getattr(self.iterator, "stacks_rows", False):
-                rows, k = self.iterator.next_rows(size)
-                if k > 0:
-                    return Rows(rows, k), False
-                block = self.iterator.next_many(size) if k < 0 else []
+            if getattr(self.iterator, "remote", False):  # the read runs where the inner iterator lives
+                items, ended = self.iterator.read(size, stacked)
             else:
-                block = self.iterator.next_many(size)
+                items, ended = read_block(self.iterator, size, stacked)
         except BaseException as e:  # noqa: BLE001 - delivered in place; never leave a consumer waiting
             return [Failure(e)], self.iterator is None  # a slot that failed to open ends after its error
-        if block:
-            # an error the inner iterator met past these elements (kept for its next call) goes in after them:
-            # the slot's saved state holds its buffer, not what its inner iterator keeps for the next call
-            error = self.iterator.take_deferred()
-            return (block if error is None else block + [Failure(error)]), False
-        self.close()
-        return [], True
+        if ended:
+            self.close()
+        return items, ended
+
+    def open_ahead(self, node, ctx, opener) -> None:
+        """Open the inner iterator now, before the first read (a slot opened in a worker process asks its
+        first reads there); an error opening it goes in place, as ``read`` would put it."""
+        if self.iterator is not None or self.ended:
+            return
+        try:
+            self.iterator = opener(node, ctx, self.element, self.position)
+            if self.restore is not None:
+                self.iterator.set_state(self.restore)
+                self.restore = None
+        except BaseException as e:  # noqa: BLE001 - delivered in place; never leave a consumer waiting
+            self.add([Failure(e)], self.iterator is None)
 
     def add(self, items, ended: bool) -> None:
         if type(items) is Rows:
@@ -162,9 +192,16 @@ class Slot:
             self.iterator = None
 
     def state(self) -> dict:
-        inner = self.iterator.get_state() if self.iterator is not None else self.restore
+        held = self._held_elements()
+        if self.iterator is None:
+            inner = self.restore
+        elif getattr(self.iterator, "remote", False):  # a worker's read made ahead comes after what is held
+            inner, ahead = self.iterator.state_and_ahead()
+            held += ahead
+        else:
+            inner = self.iterator.get_state()
         return {"element": self.element, "position": self.position, "inner": inner,
-                "buffer": self._held_elements(), "ended": self.ended,
+                "buffer": held, "ended": self.ended,
                 "input_error": None if self.input_error is None else Failure(self.input_error)}
 
     @classmethod

@@ -26,6 +26,12 @@ in the slot order of the sequential version (``interleave.py``, which holds the 
   only if the delivery rate rose, up to ``cycle`` (``min(cpu_budget, cycle)`` when
   ``Options.autotune.cpu_budget`` is set); ``Options.autotune.enabled = False`` pins it there.
   Threads beyond a lowered value park between tasks.
+- ``num_parallel_calls=AUTOTUNE`` over ``from_generator`` sources: a slot's generator may run in a worker
+  process instead (``engine/remote_inner.py``: ``_open_slot``; which generators may move,
+  ``engine/worker_safety.py``; the rule, ``executor_choice.interleave_reason``). Once a slot opened there, no
+  reader thread runs (``parallelism`` 0): a future slot is opened as soon as it is known, its first reads
+  asked there (``_open_ahead``), and the consumer takes each slot's answers where the sequential iterator
+  would read it. ``executor_decision`` says where the slots read and why (statistics, ``explain``).
 - A slot the consumer waits for whose read is queued but not started is read by the consumer itself
   (the first records come without a thread hand-off, and GIL-bound reads don't leave the consumer idle).
   Parallelism only decides when and where reads happen, never which element comes next: the order is the
@@ -54,10 +60,13 @@ import threading
 import time
 
 from ..options import effective_deterministic
-from ..engine import autotune
+from ..engine import autotune, executor_choice
+from ..engine.executor_choice import Decision
 from ..engine.pool import stage_threads
+from ..engine.remote_inner import RemoteOpener
 from ..engine.thread_start import join_started, start_soon
 from .base import finalizing
+from .flat_map import inner_dataset
 from .interleave import READ_AHEAD, Slot, SlotCycle
 
 JOIN_TIMEOUT = 30
@@ -88,6 +97,13 @@ class ParallelInterleaveIterator(SlotCycle):
                 self._tuner = autotune.tuner_for(node, ctx, AUTOTUNE_START, self.workers, clock=self.clock,
                                                  minimum=0, down_first=True)
         self._max_threads = stage_threads(ctx, self.workers)  # Options.threading.private_threadpool_size
+        # AUTOTUNE: slots whose inner datasets run Python per element may open in worker processes
+        self._remote = None
+        self._static_reason = None  # why every slot stays here (AUTOTUNE only; explain)
+        if npc < 0:
+            self._static_reason = executor_choice.interleave_reason(node, ctx)
+            if self._static_reason is None:
+                self._remote = RemoteOpener(min(ctx.cpu_count, self._cycle))  # workers: no more than slots
         self._futures: collections.deque = collections.deque()
         self._lock = threading.Lock()
         self._task_ready = threading.Condition(self._lock)  # workers wait here
@@ -107,9 +123,32 @@ class ParallelInterleaveIterator(SlotCycle):
         self._quickest_open = float("inf")
 
     @property
+    def executor_decision(self) -> Decision | None:
+        """Where AUTOTUNE's slots read (statistics, ``explain``); None for a fixed ``num_parallel_calls``."""
+        if self._remote is None:
+            return None if self._static_reason is None else Decision("thread", self._static_reason)
+        if self._remote.opened:
+            return Decision("process", f"from_generator inner datasets run Python per element, holding the GIL: "
+                                       f"{self._remote.opened} slots read in worker processes")
+        return Decision("thread", self._remote.reason or "no slot opened yet")
+
+    def _open_slot(self, node, ctx, element, position):
+        """A slot's inner iterator: in a worker process where ``_remote`` takes the dataset, else here."""
+        dataset = inner_dataset(node, element, position, "interleave")
+        remote = self._remote.open(dataset, ctx, position)
+        return remote if remote is not None else ctx.build(dataset)
+
+    @property
     def parallelism(self) -> int:
-        """Reader threads allowed now: the tuned value under AUTOTUNE, else ``workers``."""
-        return self._tuner.value if self._tuner is not None else self.workers
+        """Reader threads allowed now: the tuned value under AUTOTUNE, else ``workers``; none once slots read
+        in worker processes (the consumer asks their reads ahead and takes the answers where the sequential
+        iterator would read: a reader thread would only add a hand-off)."""
+        if self._tuner is None:
+            return self.workers
+        return 0 if self._remote_reads() else self._tuner.value
+
+    def _remote_reads(self) -> bool:
+        return self._remote is not None and self._remote.opened > 0
 
     # ------------------------------------------------------------------ workers
     def _start(self):
@@ -130,14 +169,15 @@ class ParallelInterleaveIterator(SlotCycle):
     def _tick(self, delivered=0, locked=False):
         """AUTOTUNE: let the tuner judge the window; more readers if it rose (consumer thread; ``locked``:
         the caller holds the lock)."""
-        before = self._tuner.value
-        self._tuner.tick(delivered)
-        if len(self._threads) < self._tuner.value:
+        before = self.parallelism
+        if not self._remote_reads():
+            self._tuner.tick(delivered)
+        if len(self._threads) < self.parallelism:
             if not self._threads and not locked:  # readers again after none: the slots' reads queue first
                 self._start()
             else:
                 self._spawn()
-        if self._tuner.value > before:  # wake readers parked by a lower value
+        if self.parallelism > before:  # wake readers parked by a lower value
             if locked:
                 self._task_ready.notify_all()
             else:
@@ -170,10 +210,11 @@ class ParallelInterleaveIterator(SlotCycle):
     def _timed_read(self, slot: Slot):
         """``slot.read`` (outside the lock); an opening read's time tells the next iterator whether it may
         start solo."""
+        opener = None if self._remote is None else self._open_slot
         if slot.iterator is not None or self._quick_opens is None:
-            return slot.read(self.node, self.ctx, self._read, self._stacked)
+            return slot.read(self.node, self.ctx, self._read, self._stacked, opener)
         t0 = self.clock()
-        result = slot.read(self.node, self.ctx, self._read, self._stacked)
+        result = slot.read(self.node, self.ctx, self._read, self._stacked, opener)
         seconds = self.clock() - t0
         if seconds < self._quickest_open:  # (a race between readers only loses a slower time)
             self._quickest_open = seconds
@@ -212,8 +253,19 @@ class ParallelInterleaveIterator(SlotCycle):
                 slot = Slot(element, self._position)
                 self._position += 1
                 self._futures.append(slot)
-                if self._warm or len(self._futures) <= empty:
+                if self._remote_reads():  # opened now: its worker reads ahead while the cycle gets to it
+                    self._open_ahead(slot)
+                elif self._warm or len(self._futures) <= empty:
                     self._schedule(slot)
+
+    def _open_ahead(self, slot: Slot) -> None:
+        """Open a future slot now, on the consumer's thread (lock held; no reader reads it: reads go to
+        worker processes), and ask its first reads where it opened in a worker."""
+        if slot.busy:
+            return
+        slot.open_ahead(self.node, self.ctx, self._open_slot)
+        if getattr(slot.iterator, "remote", False):
+            slot.iterator.ask(self._read, self._stacked)
 
     def _refill_slot(self):
         if not self._futures:
@@ -331,7 +383,7 @@ class ParallelInterleaveIterator(SlotCycle):
         hold the GIL -- TFRecord framing and CRCs of local files -- cost less on the consumer than handed to a
         thread: P3's read stage took 594 ns of CPU a record read sequentially, 1,035 with two readers). The
         consumer reads each slot where the sequential iterator would, as in a solo start."""
-        return not self._threads and self._tuner is not None and self._tuner.value == 0
+        return not self._threads and self.parallelism == 0
 
     def _next_many(self, n):
         if self._closed:
@@ -420,6 +472,9 @@ class ParallelInterleaveIterator(SlotCycle):
         self._threads = []
 
     def close(self):
+        decision = self.executor_decision
+        if decision is not None and not self._closed:  # for ``Dataset.explain``
+            executor_choice.remember(self.ctx, self.node, decision)
         if self._tuner is not None:
             self._tuner.close()
         self._stop_workers()

@@ -50,12 +50,17 @@ class WorkClock:
 
 def map_workers():
     """This process's map workers: children of the (long-lived) forkserver, or direct children that are neither
-    the forkserver nor the resource tracker."""
+    the forkserver nor the resource tracker -- nor the interleave workers this process keeps
+    (``engine/remote_inner.py``: shared by every interleave, kept between iterators)."""
+    from jaxfeed.pipeline.engine import remote_inner
+
+    kept = remote_inner.wait_started()
+    kept = set() if kept is None else {p.pid for p in kept.procs}
     out = []
     for child in psutil.Process().children():
         command = " ".join(child.cmdline())
         if "forkserver" in command:
-            out.extend(child.children())
-        elif "resource_tracker" not in command:
+            out.extend(c for c in child.children() if c.pid not in kept)
+        elif "resource_tracker" not in command and child.pid not in kept:
             out.append(child)
     return out

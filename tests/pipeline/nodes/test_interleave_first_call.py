@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from jaxfeed.pipeline import AUTOTUNE, Dataset
+from jaxfeed.pipeline import AUTOTUNE, Dataset, Options
 from jaxfeed.pipeline.iterators import parallel_interleave
 from jaxfeed.pipeline.engine.thread_start import wait_handled
 from jaxfeed.pipeline.iterators.parallel_interleave import ParallelInterleaveIterator
@@ -267,9 +267,11 @@ def test_a_batch_takes_stacked_rows_in_a_solo_start_as_after_it(quick_opens):
     signature = {"id": TensorSpec((), np.int64), "x": TensorSpec((), np.float32)}
 
     def make(npc):
+        options = Options()
+        options.execution.executor = "thread"  # reader threads (else the generators may run in worker processes)
         return Dataset.range(8).interleave(
             lambda f: Dataset.from_generator(rows, args=(f,), output_signature=signature),
-            cycle_length=4, num_parallel_calls=npc).batch(64)
+            cycle_length=4, num_parallel_calls=npc).batch(64).with_options(options)
 
     want = [b["id"].tolist() for b in make(None)]
     ds = make(AUTOTUNE)

@@ -1,0 +1,126 @@
+"""The main loop of an inner-dataset worker process (``engine/remote_inner.py``): it holds the inner iterators
+of interleave slots that run here, and answers one request at a time over its pipe.
+
+Requests are answered in the order they came (the consumer matches answers to requests by that order).
+They are pickled tuples ``(op, key, *args)``, ``key`` naming a slot's inner iterator:
+
+- ``("open", key, payload)``: ``payload`` is the cloudpickled ``(dataset node, Options, iteration)``; the
+  iterator is built here as the consumer's context would build it;
+- ``("set_state", key, state)``, ``("state", key)``: a restore and a save, by the iterator's own methods;
+- ``("read", key, size, stacked)``: one read, ``interleave.read_block`` -- ``(items, ended)`` exactly as a
+  read in the consumer's process would give it (failures in place). The consumer asks reads ahead, so a read
+  may come after the end (``([], True)`` again) or after the slot was closed (the same). While no request
+  waits, the worker reads ahead -- up to ``AHEAD`` reads per slot, the slot with the fewest first, sized as
+  its last read -- and answers a slot's reads from those in order. They are past its iterator's state, so
+  ``("state", key)`` answers ``(state, reads made ahead)``;
+- ``("close", key)``; ``None`` ends the loop (so does the consumer's end of the pipe closing: a worker never
+  outlives its consumer for long).
+
+Answers are ``("ok", value)`` or ``("error", exception)``; exceptions travel with their type
+(``worker._portable``). An answer that cannot be pickled (an element holding a lock) becomes an error naming
+the slot, in the consumer, instead of killing this worker.
+"""
+
+from __future__ import annotations
+
+import collections
+import pickle
+
+from .worker import _portable
+
+AHEAD = 8  # reads a worker makes ahead per slot (stacked: 8 x 1024 rows, a row group of P6's files) while no
+# request waits: a slot's reads are uneven (a generator reading a row group at a time: one read in eight took
+# ~5 ms, the others ~0.5), and the slots of an interleave cross such steps together, so the consumer, which
+# takes every slot in turn, waited on those reads whenever the reads ahead were only the ones it asked
+
+
+def main(conn) -> None:
+    import cloudpickle
+
+    from ..iterators.interleave import Rows, read_block
+    from .blocks import Failure
+    from .context import IteratorContext
+
+    inners: dict = {}
+    ahead: dict = {}  # key -> reads made ahead, oldest first (``(items, ended)``, as a read answers them)
+    reading: dict = {}  # key -> (size, stacked) of its last read: the slots to read ahead, until they end
+    while True:
+        if reading and not conn.poll(0):  # nothing asked: read ahead for the slot with the fewest reads made
+            key = min(reading, key=lambda k: len(ahead[k]))
+            if len(ahead[key]) < AHEAD:
+                got = _read(inners, key, *reading[key], read_block, Rows, Failure)
+                ahead[key].append(got)
+                if got[1]:
+                    del reading[key]
+                continue
+        try:
+            message = conn.recv_bytes()
+        except (EOFError, OSError):
+            break
+        request = pickle.loads(message)
+        if request is None:
+            break
+        op, key = request[0], request[1]
+        try:
+            if op == "read":
+                made = ahead.get(key)
+                got = made.popleft() if made else _read(inners, key, request[2], request[3], read_block, Rows,
+                                                         Failure)
+                if not got[1] and key in inners and not (made and made[-1][1]):  # it goes on: read ahead
+                    ahead.setdefault(key, collections.deque())
+                    reading[key] = (request[2], request[3])
+                answer = ("ok", got)
+            elif op == "open":
+                node, options, iteration = cloudpickle.loads(request[2])
+                inners[key] = IteratorContext(options, iteration).build(node)
+                answer = ("ok", None)
+            elif op == "set_state":
+                ahead.pop(key, None)
+                reading.pop(key, None)
+                inners[key].set_state(request[2])
+                answer = ("ok", None)
+            elif op == "state":  # the reads made ahead are past the state: they go with it
+                answer = ("ok", (inners[key].get_state(), list(ahead.get(key, ()))))
+            elif op == "close":
+                ahead.pop(key, None)
+                reading.pop(key, None)
+                it = inners.pop(key, None)
+                if it is not None:
+                    it.close()
+                answer = ("ok", None)
+            else:
+                answer = ("error", ValueError(f"inner worker: unknown request {op!r}"))
+        except BaseException as e:  # noqa: BLE001 - the consumer raises it in the slot's place
+            answer = ("error", _portable(e))
+        try:
+            data = pickle.dumps(answer, protocol=5)
+        except Exception as e:  # noqa: BLE001 - a value that cannot cross processes
+            data = pickle.dumps(("ok", ([Failure(TypeError(
+                f"an element of an interleave slot cannot be sent from the worker process: "
+                f"{type(e).__name__}: {e}"))], False)) if op == "read" else ("error", TypeError(
+                    f"the answer to {op} cannot be sent from the worker process: {type(e).__name__}: {e}")),
+                protocol=5)
+        try:
+            conn.send_bytes(data)
+        except (EOFError, OSError):
+            break
+    for it in inners.values():
+        try:
+            it.close()
+        except Exception:  # noqa: BLE001 - leaving anyway
+            pass
+
+
+def _read(inners, key, size, stacked, read_block, Rows, Failure):
+    """One read as ``Slot.read`` gives it: ``(items, ended)``, a read's error in place as a failure (the
+    iterator stays, as the slot's does). A read past the end -- asked ahead before the end was known -- ends."""
+    it = inners.get(key)
+    if it is None:
+        return [], True
+    try:
+        items, ended = read_block(it, size, stacked)
+    except BaseException as e:  # noqa: BLE001 - in place, as ``Slot.read`` delivers a read's error
+        return [Failure(_portable(e))], False
+    if type(items) is not Rows:
+        items = [Failure(_portable(x.error)) if type(x) is Failure else x for x in items]
+    return items, ended

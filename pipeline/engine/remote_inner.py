@@ -1,0 +1,453 @@
+"""Interleave slots whose inner iterators live in worker processes: for inner datasets whose reads run Python
+per element (``from_generator`` sources), which hold the GIL however many reader threads call them.
+
+A parallel interleave that AUTOTUNE lets choose (``executor_choice.interleave_reason``) opens each slot's inner
+dataset through a ``RemoteOpener``: ``map_func`` still runs here (it only builds the dataset; its arguments are
+resolved here), and a dataset that is a bare ``from_generator`` is cloudpickled, with the pipeline's
+``Options`` and iteration key, to one of the process's ``InnerWorkers``, which builds and holds its iterator
+(``engine/inner_worker.py``). The slot then holds a ``RemoteInner`` whose reads are answered there -- what
+the read would have given here (the generator's values converted there, as stacked rows under a batch) --
+so the slot model, the order, errors and the saved state are the same whichever process reads.
+
+- No reader thread runs once slots read in workers: the consumer asks each slot's reads ahead (``DEPTH``; a
+  future slot is opened, and its first reads asked, as soon as it is known) and takes the answers where the
+  sequential iterator would read. The worker reads ahead itself while nothing is asked (``inner_worker``), and
+  a receiver thread per worker takes answers off the pipe as they come, so a worker never waits for the
+  consumer's thread to run. (P6 as ported, measured on 2 cores: with reader threads asking one read at a time
+  the workers idled ~40% of the time.)
+- The workers are shared by every interleave of this process and kept between iterators (an epoch is often
+  shorter than starting them and importing what a generator imports: forkserver start ~30 ms, ``pyarrow``
+  ~50-200 ms); they start on a thread of their own the first time an eligible slot opens, and slots open
+  here until they are up. ``close_workers`` (also at interpreter exit) stops them; a forked child forgets its
+  parent's.
+- The first interleave to use them starts ``min(cpu_count, cycle_length)`` workers (its CPU budget, and no more
+  than the slots it reads at once); an interleave uses ``min(its own limit, the workers there are)``. The inner
+  dataset of input element ``i`` goes to worker ``i % that``: the consumer takes the slots in turn, and neighbouring input elements are neighbouring slots, so each worker
+  has its share of every round (by open slots instead, the four files P6 moves on to together often went
+  to one worker).
+- A generator that could change something of this process (a global, a list it reaches:
+  ``worker_safety.py``) opens here: in a worker, the change would happen to a copy. So does a dataset that
+  does not pickle, or whose pickle is larger than ``MAX_PAYLOAD`` (a generator closing over its data: copying
+  it to a worker per slot would cost more than reading it here) -- and then the iterator's later slots too --
+  and one a worker fails to open (a module the workers cannot import: it is read here from then on).
+  ``RemoteOpener.reason`` says why, for ``explain``.
+- A worker that dies fails the reads of its slots with ``WorkerDiedError`` (in their place); the workers are
+  then replaced for the slots opened after.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import itertools
+import os
+import pickle
+import threading
+
+from multiprocessing import connection
+
+from .. import structure
+from ..errors import WorkerDiedError
+from ..iterators.base import Iterator, finalizing
+from ..iterators.interleave import Rows, read_block
+from .processes import mp_context, start_without_main
+from .worker_safety import safety_reason
+
+MAX_PAYLOAD = 1 << 20  # bytes of a pickled inner dataset sent to a worker at most (see the module doc)
+DEPTH = 2  # reads a remote slot has asked ahead: its worker reads the next while the consumer takes the last
+POLL_SECONDS = 0.5  # how often a receiver re-checks that its worker lives
+STOP_SECONDS = 0.1
+JOIN_SECONDS = 2.0
+
+
+class Answer:
+    """A request's answer, once its worker's receiver thread took it off the pipe: ``value()`` waits for it
+    and unpickles it on the thread that asks (the receiver only moves bytes, so it hardly needs the GIL)."""
+
+    __slots__ = ("data", "error", "done", "_value")
+
+    def __init__(self):
+        self.data = None
+        self.error = None  # a WorkerDiedError: the worker stopped before answering
+        self.done = False
+        self._value = _UNREAD
+
+    def value(self, workers: "InnerWorkers", worker: int):
+        if self._value is _UNREAD:
+            if not self.done:
+                workers.wait(worker, self)
+            if self.error is not None:
+                raise self.error
+            self._value, self.data = pickle.loads(self.data), None
+        status, value = self._value
+        if status == "error":
+            raise value
+        return value
+
+
+_UNREAD = object()
+
+
+class InnerWorkers:
+    """``n`` worker processes; per worker a pipe, the answers it owes in request order, a lock for sending and
+    a receiver thread that takes every answer off the pipe as it comes (a worker never waits to send one: an
+    answer of stacked rows is larger than the pipe's buffer)."""
+
+    def __init__(self, n: int):
+        from . import inner_worker
+
+        ctx = mp_context()
+        self.pid = os.getpid()
+        self.procs, self.conns, self.receivers = [], [], []
+        self.owed = [collections.deque() for _ in range(n)]
+        self.send_locks = [threading.Lock() for _ in range(n)]
+        self.arrived = [threading.Condition() for _ in range(n)]
+        self.closed = False
+        self.broken = False  # a worker died: the next slots get new workers
+        try:
+            for i in range(n):
+                mine, theirs = ctx.Pipe(duplex=True)
+                p = ctx.Process(target=inner_worker.main, args=(theirs,), daemon=True,
+                                name=f"jaxfeed-interleave-worker-{i}")
+                start_without_main(p)
+                theirs.close()
+                self.procs.append(p)
+                self.conns.append(mine)
+            for i in range(n):
+                t = threading.Thread(target=self._receive, args=(i,), daemon=True,
+                                     name=f"jaxfeed-interleave-receive-{i}")
+                t.start()
+                self.receivers.append(t)
+        except BaseException:
+            self.close()
+            raise
+
+    def __len__(self):
+        return len(self.procs)
+
+    def submit(self, worker: int, request) -> Answer:
+        """Send ``request`` to ``worker`` without waiting for its answer."""
+        message = pickle.dumps(request, protocol=5)
+        answer = Answer()
+        with self.send_locks[worker]:
+            cond = self.arrived[worker]
+            with cond:
+                if self.closed or self.broken:
+                    answer.error, answer.done = self._died(worker, request[0]), True
+                    return answer
+                self.owed[worker].append(answer)
+            try:
+                self.conns[worker].send_bytes(message)
+            except (OSError, ValueError):
+                pass  # the receiver finds the worker gone and fails what it owes
+        return answer
+
+    def call(self, worker: int, request):
+        """Send ``request`` to ``worker`` and return its answer's value (raising its error)."""
+        return self.submit(worker, request).value(self, worker)
+
+    def wait(self, worker: int, answer: Answer) -> None:
+        cond = self.arrived[worker]
+        with cond:
+            while not answer.done:
+                cond.wait(POLL_SECONDS)
+
+    def _receive(self, worker: int) -> None:
+        conn, proc = self.conns[worker], self.procs[worker]
+        owed, cond = self.owed[worker], self.arrived[worker]
+        while True:
+            try:
+                ready = connection.wait([conn, proc.sentinel], POLL_SECONDS)
+                if conn in ready:
+                    data = conn.recv_bytes()
+                elif proc.sentinel in ready:
+                    raise EOFError
+                else:
+                    if self.closed:
+                        raise EOFError
+                    continue
+            except (EOFError, OSError, ValueError):
+                with cond:
+                    if not self.closed:
+                        self.broken = True
+                    while owed:
+                        answer = owed.popleft()
+                        answer.error, answer.done = self._died(worker, "request"), True
+                    cond.notify_all()
+                return
+            with cond:
+                answer = owed.popleft()
+                answer.data, answer.done = data, True
+                cond.notify_all()
+
+    def _died(self, worker: int, what: str) -> WorkerDiedError:
+        proc = self.procs[worker]
+        how = "were stopped" if self.closed else f"stopped (exit code {proc.exitcode})"
+        return WorkerDiedError(f"interleave worker process {proc.name} (pid {proc.pid}) {how} before "
+                               f"answering a {what} of its slot", "interleave")
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        stop = pickle.dumps(None)
+        for i, conn in enumerate(self.conns):
+            try:
+                with self.send_locks[i]:
+                    conn.send_bytes(stop)
+            except (OSError, ValueError):
+                pass
+        for p in self.procs:
+            p.join(STOP_SECONDS)
+            if p.is_alive():
+                p.terminate()
+                p.join(JOIN_SECONDS)
+            if p.is_alive():
+                p.kill()
+                p.join()
+        for t in self.receivers:
+            if t is not threading.current_thread():
+                t.join(JOIN_SECONDS)
+        for conn in self.conns:
+            conn.close()
+
+
+# ------------------------------------------------------------------------------------- the process's workers
+_lock = threading.Lock()
+_workers: InnerWorkers | None = None
+_starting: threading.Thread | None = None
+_start_error: BaseException | None = None
+
+
+def shared_workers(n: int) -> InnerWorkers | None:
+    """The process's workers if they are up (started with ``n`` workers the first time), else None after
+    starting them on a thread of their own. A start that failed is not retried (None, ``start_error``)."""
+    global _workers, _starting
+    with _lock:
+        w = _workers
+        if w is not None and (w.pid != os.getpid() or w.broken or w.closed):
+            if w.pid == os.getpid() and not w.closed:
+                threading.Thread(target=w.close, daemon=True, name="jaxfeed-interleave-workers-close").start()
+            _workers = w = None
+        if w is not None or _start_error is not None:
+            return w
+        if _starting is None:
+            _starting = threading.Thread(target=_start, args=(n,), daemon=True, name="jaxfeed-interleave-workers")
+            _starting.start()
+        return None
+
+
+def start_error() -> BaseException | None:
+    return _start_error
+
+
+def _start(n: int) -> None:
+    global _workers, _starting, _start_error
+    try:
+        workers = InnerWorkers(n)
+    except BaseException as e:  # noqa: BLE001 - slots open in this process; the reason shows in explain()
+        with _lock:
+            _start_error, _starting = e, None
+        return
+    with _lock:
+        _workers, _starting = workers, None
+
+
+def wait_started(timeout: float | None = None) -> InnerWorkers | None:
+    """Wait for a start under way (tests; ``close_workers``); the workers, or None."""
+    t = _starting
+    if t is not None:
+        t.join(timeout)
+    return _workers
+
+
+def close_workers() -> None:
+    """Stop the process's workers (a start under way first finishes). Slots still open on them fail their next
+    read with ``WorkerDiedError``."""
+    global _workers, _start_error
+    if finalizing():
+        return
+    wait_started()
+    with _lock:
+        w, _workers, _start_error = _workers, None, None
+    if w is not None and w.pid == os.getpid():
+        w.close()
+
+
+def _forget_in_child() -> None:
+    global _workers, _starting, _lock
+    _workers, _starting, _lock = None, None, threading.Lock()
+
+
+atexit.register(close_workers)
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
+# ------------------------------------------------------------------------------------- one slot
+_keys = itertools.count()
+
+
+class RemoteInner(Iterator):
+    """A slot's inner iterator living in a worker. Its open and its reads are asked ahead -- reads ``DEPTH``
+    deep: the worker reads the next while the consumer works through the last -- and ``read`` takes the
+    oldest. ``state_and_ahead``, ``set_state`` and ``close`` go in order behind them. (``Slot.read`` asks
+    ``read`` instead of reading it here, since ``remote`` is True.) A dataset the worker fails to open is
+    opened here instead, at the first use, and read here from then on (``_local``)."""
+
+    remote = True
+
+    def __init__(self, node, ctx, workers: InnerWorkers, worker: int, key: int, opened: Answer,
+                 opener: "RemoteOpener"):
+        super().__init__(node, ctx)
+        self._workers, self._worker, self._key = workers, worker, key
+        self._opened, self._opener = opened, opener  # the open's answer, until it is checked
+        self._local = None  # the inner iterator, built here after the worker failed to open it
+        self._asked: collections.deque = collections.deque()  # reads asked, oldest first
+        self._ended = False  # a read answered the end: nothing more is asked
+        self._closed = False
+
+    def _check_open(self) -> None:
+        """Raise nothing if the worker opened the dataset; else build it here (the opener stops sending)."""
+        opened, self._opened = self._opened, None
+        try:
+            opened.value(self._workers, self._worker)
+        except Exception as e:  # noqa: BLE001 - what the worker cannot build is built here
+            self._asked.clear()
+            self._closed = True  # (nothing to close there)
+            self._opener.failed_remotely(e)
+            self._local = self.ctx.build(self.node)
+
+    def ask(self, size: int, stacked: bool) -> None:
+        """Ask reads up to ``DEPTH`` ahead (no wait)."""
+        if self._local is None:
+            while len(self._asked) < DEPTH and not self._ended and not self._closed:
+                self._asked.append(self._workers.submit(self._worker, ("read", self._key, size, stacked)))
+
+    def read(self, size: int, stacked: bool):
+        self.ask(size, stacked)
+        if self._opened is not None:
+            self._check_open()
+        if self._local is not None:
+            return read_block(self._local, size, stacked)
+        if not self._asked:
+            return [], True
+        items, ended = self._asked.popleft().value(self._workers, self._worker)
+        if ended:
+            self._ended = True
+            self._asked.clear()  # reads past the end: their answers are ([], True) and need no one
+        else:
+            self.ask(size, stacked)
+        return items, ended
+
+    def get_state(self):
+        """The inner iterator's state; the elements read ahead past it must be saved with it
+        (``state_and_ahead``): a slot asks that instead."""
+        state, ahead = self.state_and_ahead()
+        if ahead:
+            raise RuntimeError("RemoteInner.get_state: elements were read ahead past this state")
+        return state
+
+    def state_and_ahead(self) -> tuple:
+        """``(state, elements)``: the inner iterator's state and the elements (and failures) of the reads asked
+        ahead, past it, which the slot saves after what it holds. Those reads stay to be delivered."""
+        if self._opened is not None:
+            self._check_open()
+        if self._local is not None:
+            return self._local.get_state(), []
+        # answered after the reads asked, with the reads the worker made ahead past those
+        state, made = self._workers.call(self._worker, ("state", self._key))
+        ahead = []
+        for items, ended in [answer.value(self._workers, self._worker) for answer in self._asked] + made:
+            if type(items) is Rows:  # (the asked ones are kept: ``read`` delivers them later)
+                ahead += structure.unstack_rows(items.rows, items.count)
+            else:
+                ahead += items
+        return state, ahead
+
+    def set_state(self, state):
+        if self._opened is not None:
+            self._check_open()
+        if self._local is not None:
+            self._local.set_state(state)
+            return
+        self._asked.clear()
+        self._ended = False
+        self._workers.call(self._worker, ("set_state", self._key, state))
+
+    def _next_many(self, n):  # the Iterator protocol, for completeness: a slot reads through ``read``
+        items, ended = self.read(n, False)
+        return items
+
+    def children(self):
+        return [] if self._local is None else [self._local]
+
+    def close(self) -> None:
+        if self._local is not None:
+            self._local.close()
+        if self._closed:
+            return
+        self._closed = True
+        self._asked.clear()
+        if finalizing() or self._workers.closed or self._workers.broken:
+            return
+        self._workers.submit(self._worker, ("close", self._key))  # its answer needs no one
+
+
+class RemoteOpener:
+    """Opens an interleave's slots in the process's workers where it can (see the module doc); ``reason`` says
+    why the last slot opened here, None while slots go to workers."""
+
+    def __init__(self, limit: int):
+        self.limit = max(1, limit)
+        self.reason: str | None = None
+        self.opened = 0  # slots opened in workers
+        self._off = False  # a reason that holds for every later slot of this iterator
+        self._checked = self._unsafe = None  # the generator function last checked (worker_safety), and why not
+
+    def open(self, dataset, ctx, position: int):
+        """A ``RemoteInner`` for ``dataset`` (a node; the inner dataset of input element ``position``), or None:
+        open it here."""
+        from ..nodes.generator import Generator
+
+        if self._off:
+            return None
+        if type(dataset) is not Generator:
+            self.reason = f"inner dataset is {dataset.kind}, not from_generator: its reads need no process"
+            return None
+        fn = dataset.generator
+        if fn is not self._checked:  # (one function for every slot, as a rule: checked once)
+            self._checked, self._unsafe = fn, safety_reason(fn)
+        if self._unsafe is not None:
+            self.reason = f"{self._unsafe}: what it changes would change in a worker's copy only"
+            return None
+        workers = shared_workers(self.limit)
+        if workers is None:
+            error = start_error()
+            if error is not None:
+                self._off, self.reason = True, f"worker processes failed to start ({type(error).__name__}: {error})"
+            else:
+                self.reason = "worker processes starting: slots open here meanwhile"
+            return None
+        import cloudpickle
+
+        try:
+            payload = cloudpickle.dumps((dataset, ctx.options, ctx.iteration))
+        except Exception as e:  # noqa: BLE001 - any failure means: here
+            self._off, self.reason = True, f"inner dataset cannot be pickled ({type(e).__name__}: {e})"
+            return None
+        if len(payload) > MAX_PAYLOAD:
+            self._off, self.reason = True, (f"inner dataset pickles to {len(payload)} bytes (> {MAX_PAYLOAD}): "
+                                            "its data is here")
+            return None
+        worker = position % min(self.limit, len(workers))
+        key = next(_keys)
+        opened = workers.submit(worker, ("open", key, payload))  # checked at the slot's first read
+        self.opened += 1
+        self.reason = None
+        return RemoteInner(dataset, ctx, workers, worker, key, opened, self)
+
+    def failed_remotely(self, error: BaseException) -> None:
+        """A worker could not open an inner dataset (a module it cannot import): later slots open here."""
+        self._off = True
+        self.opened -= 1
+        self.reason = f"a worker could not open the inner dataset ({type(error).__name__}: {error})"

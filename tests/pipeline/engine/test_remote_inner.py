@@ -1,0 +1,321 @@
+"""Interleave slots read in worker processes (``engine/remote_inner.py``): an AUTOTUNE interleave of
+``from_generator`` sources gives exactly what the sequential interleave gives -- elements, order, errors,
+saved states -- and keeps in this process every generator whose move could hide a change."""
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from jaxfeed.pipeline import AUTOTUNE, Dataset, Options, TensorSpec, errors
+from jaxfeed.pipeline.engine import remote_inner
+from jaxfeed.pipeline.testing import assert_elements_equal
+
+ROWS = 300  # per inner dataset: several reads of a batch's 64 rows, one read ahead past a save at most
+
+
+@pytest.fixture(autouse=True)
+def workers_up():
+    """The process's workers started (the first iterator of a process opens its slots here while they start)."""
+    gc.collect()
+    remote_inner.shared_workers(2)
+    assert remote_inner.wait_started(60) is not None, remote_inner.start_error()
+    yield
+
+
+# Generators (module functions: they reach nothing that can change, so they may move)
+def rows(i):
+    for j in range(ROWS):
+        yield {"id": int(i) * 1000 + j, "text": "t" * (j % 5) + str(i), "score": np.float32(j) / 3}
+
+
+ROW_SIG = {"id": TensorSpec((), np.int64), "text": TensorSpec((), object), "score": TensorSpec((), np.float32)}
+
+
+def pairs(i):
+    for j in range(int(i) + 3):
+        yield int(i), np.full(2, j, np.float64)
+
+
+PAIR_SIG = (TensorSpec((), np.int64), TensorSpec((2,), np.float64))
+
+
+def fails_in_file_2(i):
+    for j in range(40):
+        if int(i) == 2 and j == 17:
+            raise ValueError(f"bad row {j} of file {int(i)}")
+        yield int(i) * 100 + j
+
+
+SEEN = []  # what the next generator appends to: it must stay in this process
+
+
+def noting(i):
+    for j in range(20):
+        SEEN.append((int(i), j))
+        yield int(i) * 100 + j
+
+
+def opts(**kw):
+    o = Options()
+    o.autotune.cpu_budget = 2  # two CPUs whatever the machine: the decision is the workers'
+    for k, v in kw.items():
+        group, name = k.split("__")
+        setattr(getattr(o, group), name, v)
+    return o
+
+
+def ported(gen, sig, files=6, cycle=4, block_length=1, npc=AUTOTUNE, replayable=False, **kw):
+    return Dataset.range(files).interleave(
+        lambda i: Dataset.from_generator(gen, args=(i,), output_signature=sig, replayable=replayable),
+        cycle_length=cycle, block_length=block_length, num_parallel_calls=npc, **kw)
+
+
+def interleave_stage(it):
+    todo = [it._it]
+    while todo:
+        s = todo.pop()
+        s = getattr(s, "inner", s)
+        if type(s).__name__ == "ParallelInterleaveIterator":
+            return s
+        todo += [c for c in s.children() if c is not None]
+    raise AssertionError("no parallel interleave")
+
+
+def remote_slots(it) -> int:
+    return sum(type(c).__name__ == "RemoteInner" for c in interleave_stage(it).children())
+
+
+# ------------------------------------------------------------------------------------------- elements
+@pytest.mark.parametrize("gen,sig", [(rows, ROW_SIG), (pairs, PAIR_SIG)])
+@pytest.mark.parametrize("cycle,block_length", [(4, 1), (2, 3), (3, 1)])
+@pytest.mark.parametrize("batch", [None, 64, 7])
+def test_slots_in_workers_give_the_sequential_elements(gen, sig, cycle, block_length, batch):
+    def build(npc):
+        ds = ported(gen, sig, files=7, cycle=cycle, block_length=block_length, npc=npc)
+        return (ds if batch is None else ds.batch(batch)).with_options(opts())
+
+    want = list(build(None))
+    ds = build(AUTOTUNE)
+    it = iter(ds)
+    got = list(it)
+    assert interleave_stage(it).executor_decision.executor == "process"
+    assert_elements_equal(got, want)
+    assert_elements_equal(list(ds), want)  # a second epoch, with futures opened ahead from its start
+
+
+def test_strings_come_back_as_bytes_and_dtypes_unchanged():
+    it = iter(ported(rows, ROW_SIG, files=3).batch(50).with_options(opts()))
+    first = next(it)
+    assert interleave_stage(it).executor_decision.executor == "process"
+    assert first["id"].dtype == np.int64 and first["score"].dtype == np.float32
+    assert first["text"].dtype == object and all(type(t) is bytes for t in first["text"])
+
+
+def test_nondeterministic_gives_the_same_multiset():
+    want = sorted(int(x["id"]) for x in ported(rows, ROW_SIG, npc=None))
+    ds = ported(rows, ROW_SIG, deterministic=False).with_options(opts())
+    assert sorted(int(x["id"]) for x in ds) == want
+
+
+# ------------------------------------------------------------------------------------------- errors
+def _until_error(ds):
+    out = []
+    it = iter(ds)
+    while True:
+        try:
+            out.append(next(it))
+        except StopIteration:
+            return out, None
+        except Exception as e:  # noqa: BLE001
+            return out, e
+
+
+@pytest.mark.parametrize("batch", [None, 8])
+def test_a_generator_error_comes_in_its_place_with_its_type_and_text(batch):
+    def build(npc):
+        ds = ported(fails_in_file_2, TensorSpec((), np.int64), files=5, npc=npc)
+        return (ds if batch is None else ds.batch(batch)).with_options(opts())
+
+    want, want_error = _until_error(build(None))
+    got, error = _until_error(build(AUTOTUNE))
+    assert want_error is not None and type(error) is type(want_error)
+    assert "bad row 17 of file 2" in str(error) and str(want_error).splitlines()[0] == str(error).splitlines()[0]
+    assert_elements_equal(got, want)
+
+
+def test_ignore_errors_skips_what_the_sequential_interleave_skips():
+    def build(npc):
+        return ported(fails_in_file_2, TensorSpec((), np.int64), files=5, npc=npc).ignore_errors().with_options(opts())
+
+    assert_elements_equal(list(build(AUTOTUNE)), list(build(None)))
+
+
+# ------------------------------------------------------------------------------------------- state
+@pytest.mark.parametrize("batch", [None, 64])
+@pytest.mark.parametrize("into", ["process", "thread"])
+def test_a_state_saved_with_reads_ahead_restores_exactly(batch, into, monkeypatch):
+    """Saved while the workers hold reads asked and made ahead past the inner iterators' states: those elements
+    go into the saved slots, so a restore -- into workers or into this process -- gives the rest exactly."""
+    ahead = []
+    saved = remote_inner.RemoteInner.state_and_ahead
+
+    def noting_ahead(self):
+        state, elements = saved(self)
+        ahead.append(len(elements))
+        return state, elements
+
+    monkeypatch.setattr(remote_inner.RemoteInner, "state_and_ahead", noting_ahead)
+    def build(npc=AUTOTUNE):
+        ds = ported(rows, ROW_SIG, files=6, replayable=True, npc=npc)
+        return (ds if batch is None else ds.batch(batch)).with_options(opts())
+
+    want = list(build(None))
+    ds = build()
+    list(ds)  # an epoch first: the next iterator opens its future slots ahead in the workers
+    for k in (1, 5, len(want) // 2, len(want) - 2):
+        it = iter(ds)
+        head = [next(it) for _ in range(k)]
+        assert remote_slots(it) > 0
+        state = it.get_state()
+        tail = list(it)  # the saved iterator goes on unchanged
+        assert_elements_equal(head + tail, want)
+        if into == "thread":  # no workers: the restored slots open here while new ones start
+            remote_inner.close_workers()
+        restored = iter(ds)
+        restored.set_state(state)
+        assert_elements_equal(head + list(restored), want)
+        remote_inner.wait_started(60)
+    assert max(ahead) > 0  # (what this test is about: elements past a saved inner state)
+
+
+# ------------------------------------------------------------------------------------------- the choice
+def test_a_generator_that_changes_this_process_stays_here():
+    SEEN.clear()
+    ds = ported(noting, TensorSpec((), np.int64), files=4).with_options(opts())
+    it = iter(ds)
+    got = list(it)
+    decision = interleave_stage(it).executor_decision
+    assert decision.executor == "thread" and "reads the global 'SEEN'" in decision.reason
+    assert len(got) == 80 and sorted(SEEN) == [(i, j) for i in range(4) for j in range(20)]
+
+
+@pytest.mark.parametrize("options,why", [
+    (dict(execution__executor="thread"), "executor='thread'"),
+    (dict(autotune__cpu_budget=1), "1 CPU in the budget"),
+    (dict(autotune__enabled=False), "AUTOTUNE is off"),
+])
+def test_options_keep_every_slot_here(options, why):
+    ds = ported(rows, ROW_SIG, files=3).with_options(opts(**options))
+    it = iter(ds)
+    want = list(ported(rows, ROW_SIG, files=3, npc=None))
+    assert_elements_equal(list(it), want)
+    decision = interleave_stage(it).executor_decision
+    assert decision is None or (decision.executor == "thread" and why in decision.reason)
+    if options != dict(autotune__enabled=False):
+        assert decision is not None
+
+
+def test_a_fixed_num_parallel_calls_reads_on_threads_as_tf_data_does():
+    it = iter(ported(rows, ROW_SIG, files=3, npc=2).with_options(opts()))
+    list(it)
+    assert interleave_stage(it).executor_decision is None
+
+
+def test_inner_datasets_that_are_not_generators_stay_here():
+    ds = Dataset.range(4).interleave(lambda i: Dataset.range(i * 10, i * 10 + 5), cycle_length=2,
+                                     num_parallel_calls=AUTOTUNE).with_options(opts())
+    it = iter(ds)
+    assert [int(x) for x in it] == [int(x) for x in Dataset.range(4).interleave(
+        lambda i: Dataset.range(i * 10, i * 10 + 5), cycle_length=2)]
+    decision = interleave_stage(it).executor_decision
+    assert decision.executor == "thread" and "not from_generator" in decision.reason
+
+
+def test_explain_shows_where_the_slots_were_read():
+    ds = ported(rows, ROW_SIG, files=3).with_options(opts())
+    list(ds)
+    assert "Chosen when run:\nexecutor of " in ds.explain()
+    assert "process (from_generator inner datasets run Python per element" in ds.explain()
+
+
+def test_a_generator_the_workers_cannot_import_is_read_here(tmp_path, monkeypatch):
+    """The workers started before this module existed on the path: the worker's open fails, the slot is read
+    here, and so are the iterator's later slots."""
+    (tmp_path / "made_after_the_workers.py").write_text(textwrap.dedent("""
+        def gen(i):
+            for j in range(30):
+                yield int(i) * 100 + j
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import made_after_the_workers as m
+
+    build = lambda npc: Dataset.range(5).interleave(  # noqa: E731
+        lambda i: Dataset.from_generator(m.gen, args=(i,), output_signature=TensorSpec((), np.int64)),
+        cycle_length=2, num_parallel_calls=npc).with_options(opts())
+    it = iter(build(AUTOTUNE))
+    assert_elements_equal(list(it), list(build(None)))
+    decision = interleave_stage(it).executor_decision
+    assert "could not open" in str(decision) and "made_after_the_workers" in str(decision)
+
+
+# ------------------------------------------------------------------------------------------- failures, exit
+def test_a_killed_worker_fails_its_slots_reads_without_hanging_and_new_workers_follow():
+    ds = ported(rows, ROW_SIG, files=8).batch(16).with_options(opts())
+    list(ds)
+    it = iter(ds)
+    next(it)
+    assert remote_slots(it) > 0
+    for p in remote_inner.wait_started().procs:
+        os.kill(p.pid, signal.SIGKILL)
+    with pytest.raises(errors.WorkerDiedError, match="interleave worker process"):
+        for _ in it:
+            pass
+    it.close()
+    remote_inner.shared_workers(2)  # the broken workers are replaced
+    assert remote_inner.wait_started(60) is not None
+    want = list(ported(rows, ROW_SIG, files=8, npc=None).batch(16))
+    assert_elements_equal(list(ds), want)  # (its first slots may open here while the new workers start)
+    assert_elements_equal(list(ds), want)
+
+
+def test_a_script_that_leaves_remote_slots_open_exits_cleanly(tmp_path):
+    script = tmp_path / "left_open.py"
+    script.write_text(textwrap.dedent("""
+        import numpy as np
+        from jaxfeed.pipeline import AUTOTUNE, Dataset, Options, TensorSpec
+        from jaxfeed.pipeline.engine import remote_inner
+
+        def gen(i):
+            for j in range(100000):
+                yield {"x": int(i) * 1000000 + j, "s": "abc"}
+
+        o = Options()
+        o.autotune.cpu_budget = 2
+        sig = {"x": TensorSpec((), np.int64), "s": TensorSpec((), object)}
+        ds = Dataset.range(8).interleave(lambda i: Dataset.from_generator(gen, args=(i,), output_signature=sig),
+                                         cycle_length=4, num_parallel_calls=AUTOTUNE).batch(256).with_options(o)
+        remote_inner.shared_workers(2)
+        remote_inner.wait_started(60)
+        list(ds)  # an epoch: the next iterator's slots all open in the workers
+        it = iter(ds)
+        for _ in range(10):
+            next(it)
+        todo, remote = [it._it], 0
+        while todo:
+            s = todo.pop()
+            s = getattr(s, "inner", s)
+            remote += type(s).__name__ == "RemoteInner"
+            todo += [c for c in s.children() if c is not None]
+        assert remote > 0
+        print("left open")
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "left open" in done.stdout
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
