@@ -115,7 +115,7 @@ class InnerWorkers:
                 self.conns.append(mine)
             for i in range(n):
                 t = threading.Thread(target=self._receive, args=(i,), daemon=True,
-                                     name=f"jaxfeed-interleave-receive-{i}")
+                                     name=f"jaxfeed-slot-receive-{i}")
                 t.start()
                 self.receivers.append(t)
         except BaseException:
@@ -182,7 +182,7 @@ class InnerWorkers:
 
     def _died(self, worker: int, what: str) -> WorkerDiedError:
         proc = self.procs[worker]
-        how = "were stopped" if self.closed else f"stopped (exit code {proc.exitcode})"
+        how = "was stopped (the workers were closed)" if self.closed else f"died (exit code {proc.exitcode})"
         return WorkerDiedError(f"interleave worker process {proc.name} (pid {proc.pid}) {how} before "
                                f"answering a {what} of its slot", "interleave")
 
@@ -191,12 +191,15 @@ class InnerWorkers:
             return
         self.closed = True
         stop = pickle.dumps(None)
-        for i, conn in enumerate(self.conns):
+        for lock, conn in zip(self.send_locks, self.conns):
+            if not lock.acquire(timeout=STOP_SECONDS):  # a send blocked on a stuck worker: it is terminated below
+                continue
             try:
-                with self.send_locks[i]:
-                    conn.send_bytes(stop)
+                conn.send_bytes(stop)
             except (OSError, ValueError):
                 pass
+            finally:
+                lock.release()
         for p in self.procs:
             p.join(STOP_SECONDS)
             if p.is_alive():
@@ -227,12 +230,12 @@ def shared_workers(n: int) -> InnerWorkers | None:
         w = _workers
         if w is not None and (w.pid != os.getpid() or w.broken or w.closed):
             if w.pid == os.getpid() and not w.closed:
-                threading.Thread(target=w.close, daemon=True, name="jaxfeed-interleave-workers-close").start()
+                threading.Thread(target=w.close, daemon=True, name="jaxfeed-slot-workers-close").start()
             _workers = w = None
         if w is not None or _start_error is not None:
             return w
         if _starting is None:
-            _starting = threading.Thread(target=_start, args=(n,), daemon=True, name="jaxfeed-interleave-workers")
+            _starting = threading.Thread(target=_start, args=(n,), daemon=True, name="jaxfeed-slot-workers-start")
             _starting.start()
         return None
 
@@ -397,12 +400,19 @@ class RemoteOpener:
     """Opens an interleave's slots in the process's workers where it can (see the module doc); ``reason`` says
     why the last slot opened here, None while slots go to workers."""
 
-    def __init__(self, limit: int):
+    def __init__(self, limit: int, known: bool = False):
         self.limit = max(1, limit)
+        self.known = known  # the Dataset's last iterator read slots in workers
         self.reason: str | None = None
         self.opened = 0  # slots opened in workers
         self._off = False  # a reason that holds for every later slot of this iterator
         self._checked = self._unsafe = None  # the generator function last checked (worker_safety), and why not
+
+    def may_open(self) -> bool:
+        """Whether a slot opened now is likely to go to a worker: they are up, nothing ruled this iterator out,
+        and a slot of it (or of the Dataset's last iterator: ``known``) went there. (Never starts them: an
+        interleave of other inner datasets must not.)"""
+        return not self._off and (self.opened > 0 or self.known) and _workers is not None and not _workers.broken
 
     def open(self, dataset, ctx, position: int):
         """A ``RemoteInner`` for ``dataset`` (a node; the inner dataset of input element ``position``), or None:

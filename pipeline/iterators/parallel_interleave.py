@@ -103,7 +103,9 @@ class ParallelInterleaveIterator(SlotCycle):
         if npc < 0:
             self._static_reason = executor_choice.interleave_reason(node, ctx)
             if self._static_reason is None:
-                self._remote = RemoteOpener(min(ctx.cpu_count, self._cycle))  # workers: no more than slots
+                last = executor_choice.remembered(ctx, node)  # (its slots went to workers: open ahead at once)
+                self._remote = RemoteOpener(min(ctx.cpu_count, self._cycle),  # workers: no more than slots
+                                            known=last is not None and last.executor == "process")
         self._futures: collections.deque = collections.deque()
         self._lock = threading.Lock()
         self._task_ready = threading.Condition(self._lock)  # workers wait here
@@ -253,19 +255,21 @@ class ParallelInterleaveIterator(SlotCycle):
                 slot = Slot(element, self._position)
                 self._position += 1
                 self._futures.append(slot)
-                if self._remote_reads():  # opened now: its worker reads ahead while the cycle gets to it
-                    self._open_ahead(slot)
-                elif self._warm or len(self._futures) <= empty:
+                if self._remote is not None and self._remote.may_open() and self._open_ahead(slot):
+                    continue  # opened in a worker, which reads ahead while the cycle gets to it
+                if self._warm or len(self._futures) <= empty:
                     self._schedule(slot)
 
-    def _open_ahead(self, slot: Slot) -> None:
-        """Open a future slot now, on the consumer's thread (lock held; no reader reads it: reads go to
-        worker processes), and ask its first reads where it opened in a worker."""
+    def _open_ahead(self, slot: Slot) -> bool:
+        """Open a future slot now, on the consumer's thread (lock held; not one a reader has), and ask its
+        first reads where it opened in a worker: True then."""
         if slot.busy:
-            return
+            return False
         slot.open_ahead(self.node, self.ctx, self._open_slot)
         if getattr(slot.iterator, "remote", False):
             slot.iterator.ask(self._read, self._stacked)
+            return True
+        return False
 
     def _refill_slot(self):
         if not self._futures:

@@ -237,6 +237,15 @@ def test_inner_datasets_that_are_not_generators_stay_here():
     assert decision.executor == "thread" and "not from_generator" in decision.reason
 
 
+def test_an_interleave_of_other_inner_datasets_starts_no_worker():
+    remote_inner.close_workers()
+    ds = Dataset.range(6).interleave(lambda i: Dataset.range(i * 10, i * 10 + 5), cycle_length=2,
+                                     num_parallel_calls=AUTOTUNE).with_options(opts())
+    for _ in range(2):
+        assert len(list(ds)) == 30
+    assert remote_inner.wait_started() is None
+
+
 def test_explain_shows_where_the_slots_were_read():
     ds = ported(rows, ROW_SIG, files=3).with_options(opts())
     list(ds)
