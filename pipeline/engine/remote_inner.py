@@ -334,7 +334,8 @@ class RemoteInner(Iterator):
             return read_block(self._local, size, stacked)
         if not self._asked:
             return [], True
-        items, ended = self._asked.popleft().value(self._workers, self._worker)
+        items, ended = self._asked[0].value(self._workers, self._worker)  # (an interrupt here loses nothing)
+        self._asked.popleft()
         if ended:
             self._ended = True
             self._asked.clear()  # reads past the end: their answers are ([], True) and need no one

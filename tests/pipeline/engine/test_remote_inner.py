@@ -293,6 +293,33 @@ def test_a_killed_worker_fails_its_slots_reads_without_hanging_and_new_workers_f
     assert_elements_equal(list(ds), want)
 
 
+def test_an_interrupt_while_waiting_for_a_read_loses_no_element(monkeypatch):
+    """Ctrl-C while the consumer waits for a slot's answer: the read is still owed, and the next call gets it."""
+    ds = ported(rows, ROW_SIG, files=6).with_options(opts())
+    list(ds)
+    want = [int(x["id"]) for x in ported(rows, ROW_SIG, files=6, npc=None)]
+    waits = []
+    wait = remote_inner.InnerWorkers.wait
+
+    def interrupted_once(self, worker, answer):
+        waits.append(1)
+        if len(waits) == 3:
+            raise KeyboardInterrupt
+        wait(self, worker, answer)
+
+    monkeypatch.setattr(remote_inner.InnerWorkers, "wait", interrupted_once)
+    it = iter(ds)
+    got = []
+    while True:
+        try:
+            got.append(int(next(it)["id"]))
+        except KeyboardInterrupt:
+            continue
+        except StopIteration:
+            break
+    assert len(waits) >= 3 and got == want
+
+
 def test_a_script_that_leaves_remote_slots_open_exits_cleanly(tmp_path):
     script = tmp_path / "left_open.py"
     script.write_text(textwrap.dedent("""
