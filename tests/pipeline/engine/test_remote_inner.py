@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -235,6 +236,30 @@ def test_inner_datasets_that_are_not_generators_stay_here():
         lambda i: Dataset.range(i * 10, i * 10 + 5), cycle_length=2)]
     decision = interleave_stage(it).executor_decision
     assert decision.executor == "thread" and "not from_generator" in decision.reason
+
+
+def slow_file(i):
+    time.sleep(0.003)  # an open that takes a while: the workers come up within the epoch
+    for j in range(40):
+        yield int(i) * 100 + j
+
+
+@pytest.mark.parametrize("batch", [None, 16])
+def test_an_epoch_that_starts_before_the_workers_gives_the_same_elements(batch):
+    """Slots open here (read by reader threads) until the workers are up, in workers after: one epoch of both."""
+    remote_inner.close_workers()
+
+    def build(npc):
+        ds = ported(slow_file, TensorSpec((), np.int64), files=60, npc=npc)
+        return (ds if batch is None else ds.batch(batch)).with_options(opts())
+
+    want = list(build(None))
+    ds = build(AUTOTUNE)
+    for _ in range(3):
+        assert_elements_equal(list(ds), want)
+    remote_inner.wait_started(60)
+    assert_elements_equal(list(ds), want)
+    assert "process" in ds.explain()
 
 
 def test_an_interleave_of_other_inner_datasets_starts_no_worker():
