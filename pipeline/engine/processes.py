@@ -48,3 +48,17 @@ def start_without_main(process) -> None:
             process.start()
         finally:
             spawn.get_preparation_data = original
+
+
+def stop(procs, grace: float, patience: float) -> None:
+    """Make sure ``procs`` (told to exit, or not) are gone: each gets ``grace`` seconds to exit by itself --
+    a worker blocked writing an answer nobody will read never sees its stop -- then is terminated, given
+    ``patience`` seconds, and killed."""
+    for p in procs:
+        p.join(grace)
+        if p.is_alive():
+            p.terminate()
+            p.join(patience)
+        if p.is_alive():
+            p.kill()
+            p.join()

@@ -51,6 +51,7 @@ from ..errors import WorkerDiedError
 from ..iterators.base import Iterator, finalizing
 from ..iterators.interleave import Rows, read_block
 from .processes import mp_context, start_without_main
+from .processes import stop as stop_processes
 from .worker_safety import safety_reason
 
 MAX_PAYLOAD = 1 << 20  # bytes of a pickled inner dataset sent to a worker at most (see the module doc)
@@ -200,14 +201,7 @@ class InnerWorkers:
                 pass
             finally:
                 lock.release()
-        for p in self.procs:
-            p.join(STOP_SECONDS)
-            if p.is_alive():
-                p.terminate()
-                p.join(JOIN_SECONDS)
-            if p.is_alive():
-                p.kill()
-                p.join()
+        stop_processes(self.procs, STOP_SECONDS, JOIN_SECONDS)
         for t in self.receivers:
             if t is not threading.current_thread():
                 t.join(JOIN_SECONDS)

@@ -43,6 +43,7 @@ from .map import HandedOverByProbe, node_seeds, rng_factory
 from ..engine.shared_memory import SlabPool, unpack_leaves
 from ..engine.worker import STACKED
 from ..engine.processes import mp_context, start_without_main
+from ..engine.processes import stop as stop_processes
 
 log = logging.getLogger("jaxfeed")
 
@@ -141,15 +142,7 @@ class _Pool:
             return
         self.closed = True
         self.release()
-        for p in self.procs:
-            # A worker blocked writing an answer nobody will read never sees the None: do not wait long.
-            p.join(STOP_SECONDS)
-            if p.is_alive():
-                p.terminate()
-                p.join(JOIN_SECONDS)
-            if p.is_alive():
-                p.kill()
-                p.join()
+        stop_processes(self.procs, STOP_SECONDS, JOIN_SECONDS)
         for conn in self.conns:  # a sender still blocked on a dead worker's pipe fails and exits
             conn.close()
         for t in self.senders:
