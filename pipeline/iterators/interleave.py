@@ -118,10 +118,7 @@ class Slot:
         ctx, element, position)``: the parallel iterator's, which may open it in a worker process)."""
         try:
             if self.iterator is None:
-                self.iterator = (opener or open_slot)(node, ctx, self.element, self.position)
-                if self.restore is not None:
-                    self.iterator.set_state(self.restore)
-                    self.restore = None
+                self._open(node, ctx, opener or open_slot)
             if getattr(self.iterator, "remote", False):  # the read runs where the inner iterator lives
                 items, ended = self.iterator.read(size, stacked)
             else:
@@ -138,12 +135,15 @@ class Slot:
         if self.iterator is not None or self.ended:
             return
         try:
-            self.iterator = opener(node, ctx, self.element, self.position)
-            if self.restore is not None:
-                self.iterator.set_state(self.restore)
-                self.restore = None
+            self._open(node, ctx, opener)
         except BaseException as e:  # noqa: BLE001 - delivered in place; never leave a consumer waiting
             self.add([Failure(e)], self.iterator is None)
+
+    def _open(self, node, ctx, opener) -> None:
+        self.iterator = opener(node, ctx, self.element, self.position)
+        if self.restore is not None:
+            self.iterator.set_state(self.restore)
+            self.restore = None
 
     def add(self, items, ended: bool) -> None:
         if type(items) is Rows:
