@@ -6,13 +6,17 @@ They are pickled tuples ``(op, key, *args)``, ``key`` naming a slot's inner iter
 
 - ``("open", key, payload)``: ``payload`` is the cloudpickled ``(dataset node, Options, iteration)``; the
   iterator is built here as the consumer's context would build it;
-- ``("set_state", key, state)``, ``("state", key)``: a restore and a save, by the iterator's own methods;
+- ``("set_state", key, state)``: a restore;
 - ``("read", key, size, stacked)``: one read, ``interleave.read_block`` -- ``(items, ended)`` exactly as a
-  read in the consumer's process would give it (failures in place). The consumer asks reads ahead, so a read
-  may come after the end (``([], True)`` again) or after the slot was closed (the same). While no request
-  waits, the worker reads ahead -- up to ``AHEAD`` reads per slot, the slot with the fewest first, sized as
-  its last read -- and answers a slot's reads from those in order. They are past its iterator's state, so
-  ``("state", key)`` answers ``(state, reads made ahead)``;
+  read in the consumer's process would give it (failures in place) -- and the iterator's state before it
+  (``before``). The consumer asks reads ahead, so a read may come after the end (``([], True)`` again) or
+  after the slot was closed (the same). While no request waits, the worker reads ahead -- up to ``AHEAD``
+  reads per slot (``_next_to_read``), sized as its last read -- and answers a slot's reads from those in
+  order;
+- ``("state", key)``: the iterator's state before the oldest read made ahead, or now. The consumer saves a
+  slot as of its oldest read not taken yet -- this, or the ``before`` of the oldest read it asked -- so a
+  saved slot holds what the thread way's would (its buffer and a state), not the reads made ahead: a
+  restore reads them again (a generator: replays them);
 - ``("close", key)``; ``None`` ends the loop (so does the consumer's end of the pipe closing: a worker never
   outlives its consumer for long).
 
@@ -43,7 +47,7 @@ def main(conn) -> None:
     from .context import IteratorContext
 
     inners: dict = {}
-    ahead: dict = {}  # key -> reads made ahead, oldest first (``(items, ended)``, as a read answers them)
+    ahead: dict = {}  # key -> reads made ahead, oldest first (``(items, ended, before)``, as a read answers)
     reading: dict = {}  # key -> (size, stacked) of its last read: the slots to read ahead, until they end
     while True:
         if reading and not conn.poll(0):  # nothing asked: read ahead for the slot with the fewest reads made
@@ -80,8 +84,9 @@ def main(conn) -> None:
                 reading.pop(key, None)
                 inners[key].set_state(request[2])
                 answer = ("ok", None)
-            elif op == "state":  # the reads made ahead are past the state: they go with it
-                answer = ("ok", (inners[key].get_state(), list(ahead.get(key, ()))))
+            elif op == "state":  # as it was before the oldest read made ahead (the consumer has not had it)
+                made = ahead.get(key)
+                answer = ("ok", made[0][2] if made else _saved(inners[key]))
             elif op == "close":
                 ahead.pop(key, None)
                 reading.pop(key, None)
@@ -98,7 +103,7 @@ def main(conn) -> None:
         except Exception as e:  # noqa: BLE001 - a value that cannot cross processes
             data = pickle.dumps(("ok", ([Failure(TypeError(
                 f"an element of an interleave slot cannot be sent from the worker process: "
-                f"{type(e).__name__}: {e}"))], False)) if op == "read" else ("error", TypeError(
+                f"{type(e).__name__}: {e}"))], False, answer[1][2])) if op == "read" else ("error", TypeError(
                     f"the answer to {op} cannot be sent from the worker process: {type(e).__name__}: {e}")),
                 protocol=5)
         try:
@@ -113,18 +118,29 @@ def main(conn) -> None:
 
 
 def _read(inners, key, size, stacked, read_block, Rows, Failure):
-    """One read as ``Slot.read`` gives it: ``(items, ended)``, a read's error in place as a failure (the
-    iterator stays, as the slot's does). A read past the end -- asked ahead before the end was known -- ends."""
+    """One read as ``Slot.read`` gives it, with the iterator's state before it: ``(items, ended, before)``; a
+    read's error in place as a failure (the iterator stays, as the slot's does). A read past the end -- asked
+    ahead before the end was known -- ends."""
     it = inners.get(key)
     if it is None:
-        return [], True
+        return [], True, None
+    before = _saved(it)
     try:
         items, ended = read_block(it, size, stacked)
     except BaseException as e:  # noqa: BLE001 - in place, as ``Slot.read`` delivers a read's error
-        return [Failure(_portable(e))], False
+        return [Failure(_portable(e))], False, before
     if type(items) is not Rows:
         items = [Failure(_portable(x.error)) if type(x) is Failure else x for x in items]
-    return items, ended
+    return items, ended, before
+
+
+def _saved(it) -> tuple:
+    """``("state", the iterator's state)`` now, or ``("error", what saving it raises)`` (a generator not
+    declared replayable): raised in the consumer only if it saves the slot at that point."""
+    try:
+        return "state", it.get_state()
+    except Exception as e:  # noqa: BLE001 - the consumer's get_state raises it
+        return "error", _portable(e)
 
 
 def _next_to_read(reading: dict, ahead: dict):

@@ -46,10 +46,9 @@ import threading
 
 from multiprocessing import connection
 
-from .. import structure
 from ..errors import WorkerDiedError
 from ..iterators.base import Iterator, finalizing
-from ..iterators.interleave import Rows, read_block
+from ..iterators.interleave import read_block
 from .processes import mp_context, start_without_main
 from .processes import stop as stop_processes
 from .worker_safety import safety_reason
@@ -287,7 +286,7 @@ _keys = itertools.count()
 class RemoteInner(Iterator):
     """A slot's inner iterator living in a worker. Its open and its reads are asked ahead -- reads ``DEPTH``
     deep: the worker reads the next while the consumer works through the last -- and ``read`` takes the
-    oldest. ``state_and_ahead``, ``set_state`` and ``close`` go in order behind them. (``Slot.read`` asks
+    oldest. ``get_state``, ``set_state`` and ``close`` go in order behind them. (``Slot.read`` asks
     ``read`` instead of reading it here, since ``remote`` is True.) A dataset the worker fails to open is
     opened here instead, at the first use, and read here from then on (``_local``)."""
 
@@ -328,7 +327,7 @@ class RemoteInner(Iterator):
             return read_block(self._local, size, stacked)
         if not self._asked:
             return [], True
-        items, ended = self._asked[0].value(self._workers, self._worker)  # (an interrupt here loses nothing)
+        items, ended, _ = self._asked[0].value(self._workers, self._worker)  # (an interrupt here loses nothing)
         self._asked.popleft()
         if ended:
             self._ended = True
@@ -338,29 +337,21 @@ class RemoteInner(Iterator):
         return items, ended
 
     def get_state(self):
-        """The inner iterator's state; the elements read ahead past it must be saved with it
-        (``state_and_ahead``): a slot asks that instead."""
-        state, ahead = self.state_and_ahead()
-        if ahead:
-            raise RuntimeError("RemoteInner.get_state: elements were read ahead past this state")
-        return state
-
-    def state_and_ahead(self) -> tuple:
-        """``(state, elements)``: the inner iterator's state and the elements (and failures) of the reads asked
-        ahead, past it, which the slot saves after what it holds. Those reads stay to be delivered."""
+        """The inner iterator's state as of the oldest read not taken yet: the ``before`` of the oldest read
+        asked, else the worker's (before its oldest read made ahead, else now). What was read past it is read
+        again after a restore, so the slot saves no more than a slot read here would."""
         if self._opened is not None:
             self._check_open()
         if self._local is not None:
-            return self._local.get_state(), []
-        # answered after the reads asked, with the reads the worker made ahead past those
-        state, made = self._workers.call(self._worker, ("state", self._key))
-        ahead = []
-        for items, ended in [answer.value(self._workers, self._worker) for answer in self._asked] + made:
-            if type(items) is Rows:  # (the asked ones are kept: ``read`` delivers them later)
-                ahead += structure.unstack_rows(items.rows, items.count)
-            else:
-                ahead += items
-        return state, ahead
+            return self._local.get_state()
+        if self._asked:
+            saved = self._asked[0].value(self._workers, self._worker)[2]
+        else:
+            saved = self._workers.call(self._worker, ("state", self._key))
+        kind, value = saved
+        if kind == "error":
+            raise value
+        return value
 
     def set_state(self, state):
         if self._opened is not None:

@@ -192,16 +192,9 @@ class Slot:
             self.iterator = None
 
     def state(self) -> dict:
-        held = self._held_elements()
-        if self.iterator is None:
-            inner = self.restore
-        elif getattr(self.iterator, "remote", False):  # a worker's read made ahead comes after what is held
-            inner, ahead = self.iterator.state_and_ahead()
-            held += ahead
-        else:
-            inner = self.iterator.get_state()
+        inner = self.iterator.get_state() if self.iterator is not None else self.restore
         return {"element": self.element, "position": self.position, "inner": inner,
-                "buffer": held, "ended": self.ended,
+                "buffer": self._held_elements(), "ended": self.ended,
                 "input_error": None if self.input_error is None else Failure(self.input_error)}
 
     @classmethod

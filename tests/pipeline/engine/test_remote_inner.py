@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from jaxfeed.pipeline import AUTOTUNE, Dataset, Options, TensorSpec, errors
+from jaxfeed.pipeline.checkpoint.format import serialize
 from jaxfeed.pipeline.engine import remote_inner
 from jaxfeed.pipeline.testing import assert_elements_equal
 
@@ -160,18 +161,10 @@ def test_ignore_errors_skips_what_the_sequential_interleave_skips():
 # ------------------------------------------------------------------------------------------- state
 @pytest.mark.parametrize("batch", [None, 64])
 @pytest.mark.parametrize("into", ["process", "thread"])
-def test_a_state_saved_with_reads_ahead_restores_exactly(batch, into, monkeypatch):
-    """Saved while the workers hold reads asked and made ahead past the inner iterators' states: those elements
-    go into the saved slots, so a restore -- into workers or into this process -- gives the rest exactly."""
-    ahead = []
-    saved = remote_inner.RemoteInner.state_and_ahead
-
-    def noting_ahead(self):
-        state, elements = saved(self)
-        ahead.append(len(elements))
-        return state, elements
-
-    monkeypatch.setattr(remote_inner.RemoteInner, "state_and_ahead", noting_ahead)
+def test_a_state_saved_with_reads_ahead_restores_exactly(batch, into):
+    """Saved while the workers hold reads asked and made ahead past what the slots took: a slot is saved as of
+    its oldest read not taken (its buffer and a state, as a slot read here is), so a restore -- into workers
+    or into this process -- reads the rest again and gives exactly the elements that were to come."""
     def build(npc=AUTOTUNE):
         ds = ported(rows, ROW_SIG, files=6, replayable=True, npc=npc)
         return (ds if batch is None else ds.batch(batch)).with_options(opts())
@@ -192,7 +185,40 @@ def test_a_state_saved_with_reads_ahead_restores_exactly(batch, into, monkeypatc
         restored.set_state(state)
         assert_elements_equal(head + list(restored), want)
         remote_inner.wait_started(60)
-    assert max(ahead) > 0  # (what this test is about: elements past a saved inner state)
+
+
+def long_file(i):
+    yield from range(int(i) * 100000, int(i) * 100000 + 50000)
+
+
+def test_a_saved_slot_holds_no_more_than_a_slot_read_here():
+    """The reads the workers made ahead (up to 16 a slot) are not in the state: its size is the thread way's."""
+    def state_size(executor):
+        o = opts(execution__executor=executor) if executor else opts()
+        ds = ported(long_file, TensorSpec((), np.int64), files=4, replayable=True).batch(64).with_options(o)
+        list(ds)
+        it = iter(ds)
+        for _ in range(3):
+            next(it)
+        if executor is None:
+            assert remote_slots(it) > 0
+            time.sleep(0.2)  # the workers read ahead meanwhile
+        return len(serialize(it.get_state()))
+
+    threads, workers = state_size("thread"), state_size(None)
+    assert workers <= 2 * threads, (workers, threads)
+
+
+def test_a_generator_that_cannot_be_saved_refuses_as_on_threads():
+    from jaxfeed.pipeline.errors import FailedPreconditionError
+
+    ds = ported(rows, ROW_SIG, files=4).batch(32).with_options(opts())  # not replayable
+    list(ds)
+    it = iter(ds)
+    next(it)
+    assert remote_slots(it) > 0
+    with pytest.raises(FailedPreconditionError, match="replayable=True"):
+        it.get_state()
 
 
 # ------------------------------------------------------------------------------------------- the choice
