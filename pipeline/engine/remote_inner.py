@@ -22,9 +22,9 @@ so the slot model, the order, errors and the saved state are the same whichever 
   parent's.
 - The first interleave to use them starts ``min(cpu_count, cycle_length)`` workers (its CPU budget, and no more
   than the slots it reads at once); an interleave uses ``min(its own limit, the workers there are)``. The inner
-  dataset of input element ``i`` goes to worker ``i % that``: the consumer takes the slots in turn, and neighbouring input elements are neighbouring slots, so each worker
-  has its share of every round (by open slots instead, the four files P6 moves on to together often went
-  to one worker).
+  dataset of input element ``i`` goes to worker ``i % that``: the consumer takes the slots in turn, and
+  neighbouring input elements are neighbouring slots, so each worker has its share of every round (by open
+  slots instead, the four files P6 moves on to together often went to one worker).
 - A generator that could change something of this process (a global, a list it reaches:
   ``worker_safety.py``) opens here: in a worker, the change would happen to a copy. So does a dataset that
   does not pickle, or whose pickle is larger than ``MAX_PAYLOAD`` (a generator closing over its data: copying
