@@ -118,8 +118,11 @@ def _size(x) -> int:
 
 
 def _portable(error: BaseException) -> BaseException:
-    """``error`` if it survives pickling, else a RuntimeError with its type name and traceback text."""
-    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    """``error`` if it survives pickling, else a RuntimeError with its type name and traceback text. The text
+    -- a note on the error -- keeps the frames of the user's code only: jaxfeed's own frames in a worker say
+    how the worker got there (a generator's first pull or its replay after a restore), which would make one
+    error's text differ by the path taken, and are not the user's to read."""
+    text = _user_traceback(error)
     try:
         error.__traceback__ = None
         pickle.loads(pickle.dumps(error))
@@ -128,3 +131,36 @@ def _portable(error: BaseException) -> BaseException:
         return error
     except Exception:  # noqa: BLE001 - unpicklable exception types or arguments
         return RuntimeError(f"{type(error).__module__}.{type(error).__qualname__}: {error}\n{text}")
+
+
+def _user_traceback(error: BaseException) -> str:
+    te = traceback.TracebackException(type(error), error, error.__traceback__)
+    own, seen = _own_dirs(), set()
+    todo = [te]
+    while todo:  # the error and the errors chained to it
+        t = todo.pop()
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        t.stack = traceback.StackSummary.from_list([f for f in t.stack if not f.filename.startswith(own)])
+        todo += [c for c in (t.__cause__, t.__context__) if c is not None]
+    return "".join(te.format())
+
+
+_OWN = None
+
+
+def _own_dirs() -> tuple:
+    """The folders of jaxfeed's packages (its frames are left out of a worker's traceback text)."""
+    global _OWN
+    if _OWN is None:
+        import importlib.util
+        import os
+
+        dirs = []
+        for name in ("jaxfeed", "jaxfeed.pipeline", "jaxfeed.formats", "jaxfeed.distribute", "jaxfeed.determinism"):
+            spec = importlib.util.find_spec(name)
+            dirs += list(spec.submodule_search_locations or []) if spec is not None else []
+        _OWN = tuple(os.path.join(d, "") for d in dirs)
+    return _OWN
+

@@ -12,11 +12,13 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from jaxfeed.pipeline import AUTOTUNE, Dataset, Options, TensorSpec, errors
 from jaxfeed.pipeline.checkpoint.format import serialize
 from jaxfeed.pipeline.engine import remote_inner
-from jaxfeed.pipeline.testing import assert_elements_equal
+from jaxfeed.pipeline.testing import assert_elements_equal, assert_resumes_everywhere_with_errors, outcomes
 
 ROWS = 300  # per inner dataset: several reads of a batch's 64 rows, one read ahead past a save at most
 
@@ -219,6 +221,41 @@ def test_a_generator_that_cannot_be_saved_refuses_as_on_threads():
     assert remote_slots(it) > 0
     with pytest.raises(FailedPreconditionError, match="replayable=True"):
         it.get_state()
+
+
+def sized(i, size, bad_at):
+    """``size`` values of file ``i``; a ValueError in place of value ``bad_at`` (-1: none)."""
+    for j in range(int(size)):
+        if j == int(bad_at):
+            raise ValueError(f"bad value {j} of file {int(i)}")
+        yield int(i) * 1000 + j
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sizes=st.lists(st.integers(0, 40), min_size=1, max_size=7), cycle=st.integers(1, 4),
+       block_length=st.integers(1, 3), batch=st.sampled_from([None, 5]), bad=st.integers(-1, 8))
+def test_slots_in_workers_are_the_sequential_interleave_resumed_anywhere(sizes, cycle, block_length, batch, bad):
+    """Any files, cycle, block length and error: the outcomes (elements and errors, in order) equal the
+    sequential interleave's, and a save after any of them restores exactly (through the checkpoint format)."""
+    bad_file = bad % len(sizes) if bad >= 0 else -1
+
+    def make(npc=AUTOTUNE):
+        ds = Dataset.range(len(sizes)).interleave(
+            lambda i: Dataset.from_generator(sized, args=(i, np.asarray(sizes)[i], 3 if i == bad_file else -1),
+                                             output_signature=TensorSpec((), np.int64), replayable=True),
+            cycle_length=cycle, block_length=block_length, num_parallel_calls=npc)
+        return (ds if batch is None else ds.batch(batch)).with_options(opts())
+
+    want, _ = outcomes(iter(make(None)), 10_000)
+    got = assert_resumes_everywhere_with_errors(make, label="remote slots")
+    assert without_worker_notes(got) == want
+
+
+def without_worker_notes(outs: list) -> list:
+    """Outcomes without the note a worker adds to an error it raised (its traceback, which this process lacks):
+    the rest -- type, message, the error's own notes -- is the thread way's."""
+    return [o if o[0] == "element" else o[:3] + ([n for n in o[3] if not n.startswith("jaxfeed: worker")],)
+            for o in outs]
 
 
 # ------------------------------------------------------------------------------------------- the choice
