@@ -33,6 +33,9 @@ so the slot model, the order, errors and the saved state are the same whichever 
   ``RemoteOpener.reason`` says why, for ``explain``.
 - A worker that dies fails the reads of its slots with ``WorkerDiedError`` (in their place); the workers are
   then replaced for the slots opened after.
+- Not done: ``deterministic=False`` still waits for the current slot's answer when another slot's is in (the
+  consumer has no reader threads to switch on; waiting on any worker's next answer would be needed), and the
+  statistics have no rows for the inner datasets read in workers.
 """
 
 from __future__ import annotations
