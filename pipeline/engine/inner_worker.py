@@ -30,6 +30,9 @@ from __future__ import annotations
 import collections
 import pickle
 
+from ..iterators.interleave import Rows, read_block
+from .blocks import Failure
+from .context import IteratorContext
 from .worker import _portable
 
 AHEAD = 16  # reads a worker makes ahead per slot while no request waits (a read is at most ~256 KiB:
@@ -42,10 +45,6 @@ AHEAD = 16  # reads a worker makes ahead per slot while no request waits (a read
 def main(conn) -> None:
     import cloudpickle
 
-    from ..iterators.interleave import Rows, read_block
-    from .blocks import Failure
-    from .context import IteratorContext
-
     inners: dict = {}
     ahead: dict = {}  # key -> reads made ahead, oldest first (``(items, ended, before)``, as a read answers)
     reading: dict = {}  # key -> (size, stacked) of its last read: the slots to read ahead, until they end
@@ -54,7 +53,7 @@ def main(conn) -> None:
         if reading and not conn.poll(0):  # nothing asked: read ahead for the slot with the fewest reads made
             key = _next_to_read(reading, ahead)
             if len(ahead[key]) < AHEAD:
-                got = _read(inners, unsaved, key, *reading[key], read_block, Rows, Failure)
+                got = _read(inners, unsaved, key, *reading[key])
                 ahead[key].append(got)
                 if got[1]:
                     del reading[key]
@@ -70,8 +69,7 @@ def main(conn) -> None:
         try:
             if op == "read":
                 made = ahead.get(key)
-                got = made.popleft() if made else _read(inners, unsaved, key, request[2], request[3],
-                                                         read_block, Rows, Failure)
+                got = made.popleft() if made else _read(inners, unsaved, key, request[2], request[3])
                 if not got[1] and key in inners and not (made and made[-1][1]):  # it goes on: read ahead
                     ahead.setdefault(key, collections.deque())
                     reading[key] = (request[2], request[3])
@@ -119,7 +117,7 @@ def main(conn) -> None:
             pass
 
 
-def _read(inners, unsaved, key, size, stacked, read_block, Rows, Failure):
+def _read(inners, unsaved, key, size, stacked):
     """One read as ``Slot.read`` gives it, with the iterator's state before it: ``(items, ended, before)``; a
     read's error in place as a failure (the iterator stays, as the slot's does). A read past the end -- asked
     ahead before the end was known -- ends."""
