@@ -61,6 +61,7 @@ DEPTH = 2  # reads a remote slot has asked ahead: its worker reads the next whil
 POLL_SECONDS = 0.5  # how often a receiver re-checks that its worker lives
 STOP_SECONDS = 0.1
 JOIN_SECONDS = 2.0
+START_WAIT_SECONDS = 30.0  # how long closing the workers waits for their start (``close_workers``)
 
 
 class Answer:
@@ -261,12 +262,13 @@ def wait_started(timeout: float | None = None) -> InnerWorkers | None:
 
 
 def close_workers() -> None:
-    """Stop the process's workers (a start under way first finishes). Slots still open on them fail their next
-    read with ``WorkerDiedError``."""
+    """Stop the process's workers (a start under way first finishes, or is given ``START_WAIT_SECONDS``: at
+    interpreter exit a start that never ends must not hold the exit; its daemon processes are terminated by
+    multiprocessing's own exit handler). Slots still open on them fail their next read with ``WorkerDiedError``."""
     global _workers, _start_error
     if finalizing():
         return
-    wait_started()
+    wait_started(START_WAIT_SECONDS)
     with _lock:
         w, _workers, _start_error = _workers, None, None
     if w is not None and w.pid == os.getpid():

@@ -408,6 +408,32 @@ def test_an_interrupt_while_waiting_for_a_read_loses_no_element(monkeypatch):
     assert len(waits) >= 3 and got == want
 
 
+def test_closing_does_not_wait_for_ever_on_a_start_that_never_ends(monkeypatch):
+    """At exit, ``close_workers`` waits for a start under way a bounded time (a hung start must not hold the
+    interpreter's exit)."""
+    import threading
+
+    remote_inner.close_workers()
+    release = threading.Event()
+
+    def hung_start(self, n):
+        release.wait()
+        raise RuntimeError("released")
+
+    monkeypatch.setattr(remote_inner.InnerWorkers, "__init__", hung_start)
+    monkeypatch.setattr(remote_inner, "START_WAIT_SECONDS", 0.05)
+    assert remote_inner.shared_workers(2) is None  # the start begins, and hangs
+    done = threading.Event()
+    closer = threading.Thread(target=lambda: (remote_inner.close_workers(), done.set()), daemon=True)
+    closer.start()
+    returned = done.wait(30)
+    release.set()
+    remote_inner.wait_started(30)
+    monkeypatch.undo()
+    remote_inner.close_workers()  # (forgets the failed start: the fixture starts workers again)
+    assert returned
+
+
 def test_a_script_that_leaves_remote_slots_open_exits_cleanly(tmp_path):
     script = tmp_path / "left_open.py"
     script.write_text(textwrap.dedent("""
