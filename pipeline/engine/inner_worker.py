@@ -11,8 +11,9 @@ They are pickled tuples ``(op, key, *args)``, ``key`` naming a slot's inner iter
   read in the consumer's process would give it (failures in place) -- and the iterator's state before it
   (``before``). The consumer asks reads ahead, so a read may come after the end (``([], True)`` again) or
   after the slot was closed (the same). While no request waits, the worker reads ahead -- up to ``AHEAD``
-  reads per slot (``_next_to_read``), sized as its last read -- and answers a slot's reads from those in
-  order;
+  reads per slot (``_next_to_read``), sized as its last read, while what it holds read ahead, pickled as it
+  will be sent, stays under ``AHEAD_BYTES`` for all its slots together -- and answers a slot's reads from
+  those in order;
 - ``("state", key)``: the iterator's state before the oldest read made ahead, or now. The consumer saves a
   slot as of its oldest read not taken yet -- this, or the ``before`` of the oldest read it asked -- so a
   saved slot holds what the thread way's would (its buffer and a state), not the reads made ahead: a
@@ -40,21 +41,29 @@ AHEAD = 16  # reads a worker makes ahead per slot while no request waits (a read
 # one read in eight took 7-12 ms, the others ~0.3 -- and the slots of an interleave cross such steps together,
 # so the consumer, which takes every slot in turn, waited on them unless the worker was a whole row group
 # ahead on each: P6 as ported with 8 reads ahead 1.10M rows/s, with 16 1.30M (one run each, same machine)
+AHEAD_BYTES = 8 << 20  # ...and bytes it holds read ahead, all its slots together (answers pickled ahead, so
+# their size is known). Counting reads alone let a generator of large elements be read to its end: the
+# first reads are asked before the consumer knows how large elements are (``interleave.FIRST_READ``), and
+# the worker read ahead at that size -- 2 MiB arrays, 100 to a file: whole files, ~200 MiB a slot, one batch
+# into an epoch. P6's reads are ~0.1 MiB: its ~5 MiB a worker of read-ahead stays under it
 
 
 def main(conn) -> None:
     import cloudpickle
 
     inners: dict = {}
-    ahead: dict = {}  # key -> reads made ahead, oldest first (``(items, ended, before)``, as a read answers)
+    ahead: dict = {}  # key -> reads made ahead, oldest first: ``(answer pickled, ended, before)``
+    held = 0  # bytes of the pickled answers in ``ahead``
     reading: dict = {}  # key -> (size, stacked) of its last read: the slots to read ahead, until they end
     unsaved: dict = {}  # id(iterator) -> what saving it raised (``_saved``)
     while True:
-        if reading and not conn.poll(0):  # nothing asked: read ahead for the slot with the fewest reads made
-            key = _next_to_read(reading, ahead)
+        if reading and held < AHEAD_BYTES and not conn.poll(0):  # nothing asked: read ahead for the slot
+            key = _next_to_read(reading, ahead)  # with the fewest reads made
             if len(ahead[key]) < AHEAD:
                 got = _read(inners, unsaved, key, *reading[key])
-                ahead[key].append(got)
+                data = _pickled("read", ("ok", got))
+                ahead[key].append((data, got[1], got[2]))
+                held += len(data)
                 if got[1]:
                     del reading[key]
                 continue
@@ -66,29 +75,32 @@ def main(conn) -> None:
         if request is None:
             break
         op, key = request[0], request[1]
+        data = None
         try:
             if op == "read":
                 made = ahead.get(key)
-                got = made.popleft() if made else _read(inners, unsaved, key, request[2], request[3])
-                if not got[1] and key in inners and not (made and made[-1][1]):  # it goes on: read ahead
+                if made:
+                    data, ended, _ = made.popleft()
+                    held -= len(data)
+                else:
+                    got = _read(inners, unsaved, key, request[2], request[3])
+                    ended, answer = got[1], ("ok", got)
+                if not ended and key in inners and not (made and made[-1][1]):  # it goes on: read ahead
                     ahead.setdefault(key, collections.deque())
                     reading[key] = (request[2], request[3])
-                answer = ("ok", got)
             elif op == "open":
                 node, options, iteration = cloudpickle.loads(request[2])
                 inners[key] = IteratorContext(options, iteration).build(node)
                 answer = ("ok", None)
             elif op == "set_state":
-                ahead.pop(key, None)
-                reading.pop(key, None)
+                held -= _forget(key, ahead, reading)
                 inners[key].set_state(request[2])
                 answer = ("ok", None)
             elif op == "state":  # as it was before the oldest read made ahead (the consumer has not had it)
                 made = ahead.get(key)
                 answer = ("ok", made[0][2] if made else _saved(inners[key], unsaved))
             elif op == "close":
-                ahead.pop(key, None)
-                reading.pop(key, None)
+                held -= _forget(key, ahead, reading)
                 it = inners.pop(key, None)
                 if it is not None:
                     unsaved.pop(id(it), None)
@@ -97,17 +109,9 @@ def main(conn) -> None:
             else:
                 answer = ("error", ValueError(f"inner worker: unknown request {op!r}"))
         except BaseException as e:  # noqa: BLE001 - the consumer raises it in the slot's place
-            answer = ("error", _portable(e))
+            data, answer = None, ("error", _portable(e))
         try:
-            data = pickle.dumps(answer, protocol=5)
-        except Exception as e:  # noqa: BLE001 - a value that cannot cross processes
-            data = pickle.dumps(("ok", ([Failure(TypeError(
-                f"an element of an interleave slot cannot be sent from the worker process: "
-                f"{type(e).__name__}: {e}"))], False, answer[1][2])) if op == "read" else ("error", TypeError(
-                    f"the answer to {op} cannot be sent from the worker process: {type(e).__name__}: {e}")),
-                protocol=5)
-        try:
-            conn.send_bytes(data)
+            conn.send_bytes(data if data is not None else _pickled(op, answer))
         except (EOFError, OSError):
             break
     for it in inners.values():
@@ -115,6 +119,26 @@ def main(conn) -> None:
             it.close()
         except Exception:  # noqa: BLE001 - leaving anyway
             pass
+
+
+def _forget(key, ahead: dict, reading: dict) -> int:
+    """Drop a slot's reads made ahead (a restore, a close) and stop reading ahead for it: the bytes let go."""
+    reading.pop(key, None)
+    return sum(len(made[0]) for made in ahead.pop(key, ()))
+
+
+def _pickled(op: str, answer) -> bytes:
+    """``answer`` as sent. One that cannot be pickled (an element holding a lock) becomes an error naming the
+    slot -- a read's in its place, as a failure -- instead of killing this worker."""
+    try:
+        return pickle.dumps(answer, protocol=5)
+    except Exception as e:  # noqa: BLE001 - a value that cannot cross processes
+        if op == "read":
+            return pickle.dumps(("ok", ([Failure(TypeError(
+                f"an element of an interleave slot cannot be sent from the worker process: "
+                f"{type(e).__name__}: {e}"))], False, answer[1][2])), protocol=5)
+        return pickle.dumps(("error", TypeError(
+            f"the answer to {op} cannot be sent from the worker process: {type(e).__name__}: {e}")), protocol=5)
 
 
 def _read(inners, unsaved, key, size, stacked):

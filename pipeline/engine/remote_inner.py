@@ -11,7 +11,8 @@ so the slot model, the order, errors and the saved state are the same whichever 
 
 - No reader thread runs once slots read in workers: the consumer asks each slot's reads ahead (``DEPTH``; a
   future slot is opened, and its first reads asked, as soon as it is known) and takes the answers where the
-  sequential iterator would read. The worker reads ahead itself while nothing is asked (``inner_worker``), and
+  sequential iterator would read. The worker reads ahead itself while nothing is asked (``inner_worker``: up
+  to ``AHEAD`` reads a slot and ``AHEAD_BYTES`` of pickled answers for all its slots together), and
   a receiver thread per worker takes answers off the pipe as they come, so a worker never waits for the
   consumer's thread to run. (P6 as ported, measured on 2 cores: with reader threads asking one read at a time
   the workers idled ~40% of the time.)

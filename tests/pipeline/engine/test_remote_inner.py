@@ -211,6 +211,64 @@ def test_a_saved_slot_holds_no_more_than_a_slot_read_here():
     assert workers <= 2 * threads, (workers, threads)
 
 
+BIG = 64 * 1024  # float32s: 256 KiB elements
+
+
+def big_arrays(i, notes):
+    """200 elements of 256 KiB, writing how many it has made to a file of ``notes`` (the worker's progress)."""
+    path = os.path.join(notes.decode() if isinstance(notes, bytes) else str(notes), f"file{int(i)}")
+    for j in range(200):
+        with open(path, "w") as f:
+            f.write(str(j + 1))
+        yield np.full(BIG, j, np.float32)
+
+
+def _made(notes, files) -> list:
+    return [int((notes / f"file{i}").read_text() or 0) if (notes / f"file{i}").exists() else 0 for i in range(files)]
+
+
+def _settled(notes, files, quiet=1.0, limit=30.0) -> list:
+    """What the generators have made once it stops growing (the workers read ahead while nothing is asked).
+    A slow machine can only stop it early, which makes the bound below easier to keep, never harder."""
+    last, since, t0 = None, time.monotonic(), time.monotonic()
+    while time.monotonic() - t0 < limit:
+        now = _made(notes, files)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            break
+        time.sleep(0.05)
+    return last
+
+
+def test_what_workers_read_ahead_of_large_elements_stays_within_their_byte_budget(tmp_path):
+    """A bug: the workers' read-ahead was bounded by reads only (16 a slot), at the size of the first reads
+    (asked before the consumer knows how large elements are): a generator of large elements was read to its
+    end one batch into an epoch (here 200 x 256 KiB a slot). Now what a worker holds read ahead stays under
+    ``AHEAD_BYTES`` (plus the read that crosses it), and it still reads ahead after its slots closed."""
+    from jaxfeed.pipeline.engine import inner_worker
+    from jaxfeed.pipeline.iterators import interleave
+
+    files, cycle, workers = 4, 4, 2
+    ds = Dataset.range(files).interleave(
+        lambda i: Dataset.from_generator(big_arrays, args=(i, str(tmp_path)),
+                                         output_signature=TensorSpec((BIG,), np.float32)),
+        cycle_length=cycle, num_parallel_calls=AUTOTUNE).batch(2).with_options(opts())
+    list(ds)  # an epoch: the next iterators open every slot in the workers at once
+    element = BIG * 4
+    first = interleave.FIRST_READ
+    asked = files * remote_inner.DEPTH * first  # the consumer's own asks: two reads ahead, at the first size
+    budget = workers * (inner_worker.AHEAD_BYTES // element + first)  # ...and each worker's, one read over
+    for epoch in range(3):
+        it = iter(ds)
+        next(it)
+        assert remote_slots(it) == cycle
+        made = _settled(tmp_path, files)
+        assert sum(made) <= asked + budget, (made, asked, budget)
+        assert sum(made) > asked, made  # the workers do read ahead (what they held was let go at each close)
+        it.close()
+
+
 def test_a_generator_that_cannot_be_saved_refuses_as_on_threads():
     from jaxfeed.pipeline.errors import FailedPreconditionError
 
