@@ -1,8 +1,9 @@
 """The main loop of an inner-dataset worker process (``engine/remote_inner.py``): it holds the inner iterators
 of interleave slots that run here, and answers one request at a time over its pipe.
 
-Requests are answered in the order they came (the consumer matches answers to requests by that order).
-They are pickled tuples ``(op, key, *args)``, ``key`` naming a slot's inner iterator:
+Requests are answered in the order they came. They are pickled tuples ``(id, op, key, *args)``, ``key`` naming
+a slot's inner iterator; each answer goes back after its request's ``id`` (``remote_inner.RID``), by which the
+consumer matches it:
 
 - ``("open", key, payload)``: ``payload`` is the cloudpickled ``(dataset node, Options, iteration)``; the
   iterator is built here as the consumer's context would build it;
@@ -34,6 +35,8 @@ import pickle
 from ..iterators.interleave import Rows, read_block
 from .blocks import Failure
 from .context import IteratorContext
+from .processes import ignore_interrupts
+from .remote_inner import RID
 from .worker import _portable
 
 AHEAD = 16  # reads a worker makes ahead per slot while no request waits (a read is at most ~256 KiB:
@@ -51,6 +54,7 @@ AHEAD_BYTES = 8 << 20  # ...and bytes it holds read ahead, all its slots togethe
 def main(conn) -> None:
     import cloudpickle
 
+    ignore_interrupts()
     inners: dict = {}
     ahead: dict = {}  # key -> reads made ahead, oldest first: ``(answer pickled, ended, before)``
     held = 0  # bytes of the pickled answers in ``ahead``
@@ -74,7 +78,7 @@ def main(conn) -> None:
         request = pickle.loads(message)
         if request is None:
             break
-        op, key = request[0], request[1]
+        rid, op, key = request[0], request[1], request[2]
         data = None
         try:
             if op == "read":
@@ -83,18 +87,18 @@ def main(conn) -> None:
                     data, ended, _ = made.popleft()
                     held -= len(data)
                 else:
-                    got = _read(inners, unsaved, key, request[2], request[3])
+                    got = _read(inners, unsaved, key, request[3], request[4])
                     ended, answer = got[1], ("ok", got)
                 if not ended and key in inners and not (made and made[-1][1]):  # it goes on: read ahead
                     ahead.setdefault(key, collections.deque())
-                    reading[key] = (request[2], request[3])
+                    reading[key] = (request[3], request[4])
             elif op == "open":
-                node, options, iteration = cloudpickle.loads(request[2])
+                node, options, iteration = cloudpickle.loads(request[3])
                 inners[key] = IteratorContext(options, iteration).build(node)
                 answer = ("ok", None)
             elif op == "set_state":
                 held -= _forget(key, ahead, reading)
-                inners[key].set_state(request[2])
+                inners[key].set_state(request[3])
                 answer = ("ok", None)
             elif op == "state":  # as it was before the oldest read made ahead (the consumer has not had it)
                 made = ahead.get(key)
@@ -111,7 +115,7 @@ def main(conn) -> None:
         except BaseException as e:  # noqa: BLE001 - the consumer raises it in the slot's place
             data, answer = None, ("error", _portable(e))
         try:
-            conn.send_bytes(data if data is not None else _pickled(op, answer))
+            conn.send_bytes(RID.pack(rid) + (data if data is not None else _pickled(op, answer)))
         except (EOFError, OSError):
             break
     for it in inners.values():

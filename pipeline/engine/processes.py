@@ -5,6 +5,7 @@ map workers, ``engine/remote_inner.py``'s inner-dataset workers), and a start th
 from __future__ import annotations
 
 import multiprocessing
+import signal
 import threading
 
 _ctx = None
@@ -48,6 +49,14 @@ def start_without_main(process) -> None:
             process.start()
         finally:
             spawn.get_preparation_data = original
+
+
+def ignore_interrupts() -> None:
+    """In a worker, first thing: Ctrl-C reaches every process of the terminal's process group, workers
+    included, and is the consumer's to handle. A worker that took it died with a traceback of its own on
+    stderr (one per worker, around the user's), and a consumer that caught it -- to save a checkpoint,
+    say -- found its workers gone. A worker ends when its consumer closes it, or exits."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def stop(procs, grace: float, patience: float) -> None:

@@ -22,6 +22,7 @@ from .. import structure
 from ..iterators.batch import stack_fast
 from .blocks import Failure, apply_block
 from ..iterators.map import rng_factory
+from .processes import ignore_interrupts
 from .shared_memory import attach, has_big_leaf, pack_leaves
 
 STACKED = "stacked"  # results tag: one stacked batch instead of a list of elements
@@ -30,6 +31,7 @@ STACKED = "stacked"  # results tag: one stacked batch instead of a list of eleme
 def main(conn, fn_bytes: bytes, label: str) -> None:
     import cloudpickle
 
+    ignore_interrupts()
     try:
         fn = cloudpickle.loads(fn_bytes)
     except BaseException as e:  # noqa: BLE001 - report to the consumer, which raises it

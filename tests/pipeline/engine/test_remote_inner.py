@@ -527,3 +527,149 @@ def test_a_script_that_leaves_remote_slots_open_exits_cleanly(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "left open" in done.stdout
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
+
+
+# ------------------------------------------------------------------------------------------- Ctrl-C
+_CTRL_C_SCRIPT = """
+import sys, time
+import numpy as np
+from jaxfeed.pipeline import AUTOTUNE, Dataset, Options, TensorSpec
+from jaxfeed.pipeline.engine import remote_inner
+
+def rows(i):
+    for j in range(10 ** 6):
+        yield {"x": int(i) * 10 ** 6 + j}
+
+def tokens(x):
+    return sum(map(ord, str(int(x)) * 20))
+
+o = Options()
+o.autotune.cpu_budget = 2
+if sys.argv[1] == "interleave":
+    sig = {"x": TensorSpec((), np.int64)}
+    ds = Dataset.range(8).interleave(lambda i: Dataset.from_generator(rows, args=(i,), output_signature=sig,
+                                                                      replayable=True),
+                                     cycle_length=4, num_parallel_calls=AUTOTUNE).batch(64).with_options(o)
+    remote_inner.shared_workers(2)
+    remote_inner.wait_started(60)
+    list(ds.take(2))
+    for _ in ds.take(1):  # (an iterator whose slots all open in the workers)
+        pass
+else:
+    ds = Dataset.range(10 ** 9).map(tokens, num_parallel_calls=AUTOTUNE, executor="process").batch(64).with_options(o)
+it = iter(ds)
+next(it)
+try:
+    print("ready", flush=True)
+    while True:
+        next(it)
+        time.sleep(0.05)  # the training step, where Ctrl-C mostly lands
+except KeyboardInterrupt:
+    state = it.get_state()  # save on Ctrl-C: the workers must still be there
+    for _ in range(3):
+        next(it)
+    print("saved and went on", flush=True)
+if sys.argv[2] == "raise":
+    raise KeyboardInterrupt
+"""
+
+
+@pytest.mark.parametrize("workers", ["interleave", "map"])
+@pytest.mark.parametrize("after", ["exit", "raise"])
+def test_ctrl_c_is_the_consumers_to_handle_not_the_workers(tmp_path, workers, after):
+    """Ctrl-C reaches every process of the terminal's group. A bug: the workers died of it, each printing a
+    traceback around the user's, and a script that caught it to save a checkpoint found them gone. Now they
+    ignore it: the script saves and goes on; left uncaught, the user's traceback is the only one."""
+    script = tmp_path / "ctrl_c.py"
+    script.write_text(_CTRL_C_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script), workers, after], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        os.killpg(proc.pid, signal.SIGINT)  # as the terminal sends it: to the whole process group
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert "saved and went on" in out, err
+    assert "jaxfeed-map" not in err and "jaxfeed-interleave-worker" not in err, err
+    if after == "exit":
+        assert proc.returncode == 0, err
+    else:
+        assert err.count("Traceback") == 1 and proc.returncode in (-signal.SIGINT, 1), (proc.returncode, err)
+
+
+_BLOCKED_SEND_SCRIPT = """
+import os, signal, sys, threading, time
+import numpy as np
+from jaxfeed.pipeline import AUTOTUNE, Dataset, Options, TensorSpec
+from jaxfeed.pipeline.engine import remote_inner
+
+FLAG = sys.argv[1]
+
+def held(i, pad, flag):
+    # file 0 waits for the flag inside its first read: its worker reads no request meanwhile
+    for j in range(30):
+        if int(i) == 0 and j == 2:
+            while not os.path.exists(flag.decode() if isinstance(flag, bytes) else str(flag)):
+                time.sleep(0.01)
+        yield int(i) * 100 + j
+
+o = Options()
+o.autotune.cpu_budget = 2
+pad = np.zeros(700_000, np.uint8)  # each slot's open carries it: more than the worker's pipe holds
+ds = Dataset.range(8).interleave(
+    lambda i: Dataset.from_generator(held, args=(i, pad, FLAG), output_signature=TensorSpec((), np.int64)),
+    cycle_length=4, num_parallel_calls=AUTOTUNE).with_options(o)
+open(FLAG, "w").close()  # (file 0 runs freely until the flag goes)
+want = [int(x) for x in Dataset.range(8).interleave(
+    lambda i: Dataset.from_generator(held, args=(i, pad, FLAG), output_signature=TensorSpec((), np.int64)),
+    cycle_length=4)]
+remote_inner.shared_workers(2)
+remote_inner.wait_started(60)
+list(ds)
+list(ds)  # (workers warm: the next iterator opens every slot there)
+os.remove(FLAG)
+main = threading.main_thread().ident
+
+def interrupt_when_blocked():
+    # Ctrl-C once the consumer is blocked: sending to worker 0 (its pipe full) or waiting for its answer
+    while True:
+        frame = sys._current_frames().get(main)
+        names = set()
+        while frame is not None:
+            names.add(frame.f_code.co_name)
+            frame = frame.f_back
+        if "send_bytes" in names or "wait" in names and "value" in names:
+            time.sleep(0.2)
+            signal.pthread_kill(main, signal.SIGINT)
+            return
+        time.sleep(0.01)
+
+threading.Thread(target=interrupt_when_blocked, daemon=True).start()
+it = iter(ds)
+got, interrupted = [], 0
+while True:
+    try:
+        got.append(int(next(it)))
+    except KeyboardInterrupt:
+        interrupted += 1
+        open(FLAG, "w").close()
+    except StopIteration:
+        break
+print("interrupted", interrupted, "same", got == want, flush=True)
+if got != want:
+    print(got, want)
+"""
+
+
+def test_an_interrupt_while_a_request_waits_to_be_sent_misplaces_nothing(tmp_path):
+    """A bug: the consumer sent requests itself, noting each answer owed first. Ctrl-C while a send was
+    blocked (an open's payload, bigger than the pipe holds, to a worker inside a long read) left an answer
+    owed for a request never sent, or half of one in the pipe: the worker's next answers went to the wrong
+    requests, or it died of the garbled message. Now requests go out on a sender thread of their own."""
+    script = tmp_path / "blocked_send.py"
+    script.write_text(_BLOCKED_SEND_SCRIPT)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "flag")], capture_output=True, text=True,
+                          timeout=240)
+    assert "interrupted 1 same True" in done.stdout, (done.stdout, done.stderr[-3000:])
