@@ -99,8 +99,26 @@ def add_note(exc: BaseException, note: str) -> BaseException:
 
 
 def in_transformation(exc: BaseException, transformation: str, element_index: int | None = None):
-    """Annotate an exception raised by a user function with the transformation that called it."""
+    """Annotate an exception raised by a user function with the transformation that called it. A
+    ``StopIteration`` becomes an ``InvalidArgumentError`` caused by it (``function_stopped``)."""
     where = f"in user function of {transformation}"
     if element_index is not None:
         where += f" at input element {element_index}"
+    if isinstance(exc, StopIteration):
+        exc = function_stopped(transformation, element_index, exc)
     return add_note(exc, f"jaxfeed: raised {where}")
+
+
+def function_stopped(transformation: str, element_index: int | None, stop: StopIteration | None = None):
+    """The error for a user function that raised ``StopIteration`` (``stop``, when the caller still has it).
+    Raised as it is, it would end the user's loop -- a ``for`` over the dataset stops at it -- and a block of
+    calls through ``map()`` ended there too: the elements after it were silently gone. tf.data's map turns a
+    function's OutOfRangeError (what ``StopIteration`` in a ``py_function`` becomes) into InvalidArgumentError
+    ("Function invocation produced OutOfRangeError"); so does jaxfeed."""
+    at = "" if element_index is None else f" at input element {element_index}"
+    said = f" ({stop})" if stop is not None and str(stop) else ""
+    error = InvalidArgumentError(f"{transformation}: the user function raised StopIteration{said}{at}: an error, "
+                                 f"not the end of the input (tf.data: Function invocation produced "
+                                 f"OutOfRangeError)", transformation)
+    error.__cause__ = stop
+    return error

@@ -14,7 +14,7 @@ import itertools
 import numpy as np
 
 from .. import structure
-from ..errors import in_transformation
+from ..errors import function_stopped, in_transformation
 from .base import Iterator
 from ..engine.blocks import Delivery, Failure
 from ..engine.registry import builds
@@ -33,6 +33,11 @@ def verdicts(predicate, block: list, label: str, first_position: int) -> tuple[l
     while True:  # one C-level loop; after an exception it resumes after the failed element
         try:
             out.extend(calls(predicate, it))
+            if len(out) < len(block):  # map() ends at a StopIteration the predicate raised: an error
+                out.append(Failure(in_transformation(function_stopped(label, first_position + len(out)),
+                                                     label, first_position + len(out))))
+                failed = True
+                continue
             break
         except Exception as e:  # noqa: BLE001 - user code; raised in the consumer, in place
             out.append(Failure(in_transformation(e, label, first_position + len(out))))
