@@ -52,6 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import autotune
+from .processes import worker_reason
 
 WARM_SECONDS = 0.0002  # the warm-up on the consumer's thread: long enough for a time-per-call estimate
 MAX_WARM = 255  # elements in the warm-up at most (1 + 2 + ... + 128: doubling chunks; the last one is judged,
@@ -256,6 +257,8 @@ def static_reason(map_node, ctx, node=None, vectorized=False) -> str | None:
         return "vectorized: one call per batch"
     if ctx.cpu_count < 2:
         return f"{ctx.cpu_count} CPU in the budget: processes cannot run side by side"
+    if worker_reason() is not None:
+        return worker_reason()
     if autotune.learned_slot(ctx, node if node is not None else map_node) is None:
         return "built inside another transformation's function (a probe per inner dataset would not pay)"
     return None
@@ -271,6 +274,8 @@ def interleave_reason(node, ctx) -> str | None:
         return "Options.execution.executor='thread'"
     if ctx.cpu_count < 2:
         return f"{ctx.cpu_count} CPU in the budget: processes cannot run side by side"
+    if worker_reason() is not None:
+        return worker_reason()
     if autotune.learned_slot(ctx, node) is None:
         return "built inside another transformation's function (workers per inner dataset would not pay)"
     return None

@@ -5,8 +5,11 @@ Requests are answered in the order they came. They are pickled tuples ``(id, op,
 a slot's inner iterator; each answer goes back after its request's ``id`` (``remote_inner.RID``), by which the
 consumer matches it:
 
-- ``("open", key, payload)``: ``payload`` is the cloudpickled ``(dataset node, Options, iteration)``; the
-  iterator is built here as the consumer's context would build it;
+- ``("open", key, payload, cwd, environ)``: ``payload`` is the cloudpickled ``(dataset node, Options,
+  iteration)``; the iterator is built here as the consumer's context would build it. Everything done for the
+  slot from then on runs in the consumer's working directory and environment as they were at the open
+  (``_enter``): the workers outlive iterators, and a generator opening a relative path after the user's
+  ``os.chdir`` (a notebook's ``%cd``) read the file of the directory the workers started in;
 - ``("set_state", key, state)``: a restore;
 - ``("read", key, size, stacked)``: one read, ``interleave.read_block`` -- ``(items, ended)`` exactly as a
   read in the consumer's process would give it (failures in place) -- and the iterator's state before it
@@ -30,15 +33,17 @@ the slot, in the consumer, instead of killing this worker.
 from __future__ import annotations
 
 import collections
+import os
 import pickle
+import struct
 
 from ..iterators.interleave import Rows, read_block
 from .blocks import Failure
 from .context import IteratorContext
 from .processes import ignore_interrupts
-from .remote_inner import RID
 from .worker import _portable
 
+RID = struct.Struct("<q")  # a request's id, which goes back before its answer (``remote_inner`` matches by it)
 AHEAD = 16  # reads a worker makes ahead per slot while no request waits (a read is at most ~256 KiB:
 # ``interleave.READ_BYTES``). A slot's reads are uneven -- a generator reading a Parquet row group at a time:
 # one read in eight took 7-12 ms, the others ~0.3 -- and the slots of an interleave cross such steps together,
@@ -60,10 +65,12 @@ def main(conn) -> None:
     held = 0  # bytes of the pickled answers in ``ahead``
     reading: dict = {}  # key -> (size, stacked) of its last read: the slots to read ahead, until they end
     unsaved: dict = {}  # id(iterator) -> what saving it raised (``_saved``)
+    places: dict = {}  # key -> (cwd, environ) of the consumer at the slot's open
     while True:
         if reading and held < AHEAD_BYTES and not conn.poll(0):  # nothing asked: read ahead for the slot
             key = _next_to_read(reading, ahead)  # with the fewest reads made
             if len(ahead[key]) < AHEAD:
+                _enter(places, key)
                 got = _read(inners, unsaved, key, *reading[key])
                 data = _pickled("read", ("ok", got))
                 ahead[key].append((data, got[1], got[2]))
@@ -81,6 +88,9 @@ def main(conn) -> None:
         rid, op, key = request[0], request[1], request[2]
         data = None
         try:
+            if op == "open":
+                places[key] = (request[4], request[5])
+            _enter(places, key)
             if op == "read":
                 made = ahead.get(key)
                 if made:
@@ -105,6 +115,7 @@ def main(conn) -> None:
                 answer = ("ok", made[0][2] if made else _saved(inners[key], unsaved))
             elif op == "close":
                 held -= _forget(key, ahead, reading)
+                places.pop(key, None)
                 it = inners.pop(key, None)
                 if it is not None:
                     unsaved.pop(id(it), None)
@@ -123,6 +134,27 @@ def main(conn) -> None:
             it.close()
         except Exception:  # noqa: BLE001 - leaving anyway
             pass
+
+
+_here: list = [None]  # the (cwd, environ) this process is in, as last entered
+
+
+def _enter(places: dict, key) -> None:
+    """Be in the working directory and environment of ``key``'s consumer at its open (a no-op when already:
+    the slots of one consumer share them; an equal place is kept by identity after the first comparison)."""
+    place = places.get(key)
+    if place is None or place is _here[0]:
+        return
+    if place == _here[0]:
+        places[key] = _here[0]
+        return
+    cwd, environ = place
+    if os.getcwd() != cwd:
+        os.chdir(cwd)
+    if dict(os.environ) != environ:
+        os.environ.clear()
+        os.environ.update(environ)
+    _here[0] = place
 
 
 def _forget(key, ahead: dict, reading: dict) -> int:

@@ -51,6 +51,15 @@ def start_without_main(process) -> None:
             spawn.get_preparation_data = original
 
 
+def worker_reason() -> str | None:
+    """Why this process cannot start worker processes, or None: it is itself a worker process (a daemon, as
+    the engine's workers are -- a map function or generator running there that iterates a pipeline of its
+    own). multiprocessing refuses such a start with an AssertionError."""
+    if multiprocessing.current_process().daemon:
+        return "this process is itself a worker process (daemonic), which cannot start processes"
+    return None
+
+
 def ignore_interrupts() -> None:
     """In a worker, first thing: Ctrl-C reaches every process of the terminal's process group, workers
     included, and is the consumer's to handle. A worker that took it died with a traceback of its own on

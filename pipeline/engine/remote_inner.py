@@ -47,7 +47,6 @@ import itertools
 import os
 import pickle
 import queue
-import struct
 import threading
 
 from multiprocessing import connection
@@ -55,6 +54,8 @@ from multiprocessing import connection
 from ..errors import WorkerDiedError
 from ..iterators.base import Iterator, finalizing
 from ..iterators.interleave import read_block
+from . import inner_worker
+from .inner_worker import RID
 from .processes import mp_context, start_without_main
 from .processes import stop as stop_processes
 from .worker_safety import safety_reason
@@ -93,7 +94,6 @@ class Answer:
 
 
 _UNREAD = object()
-RID = struct.Struct("<q")  # a request's id, which the worker puts before its answer
 DIRECT_BYTES = 16384  # a request up to this size is sent by the thread that asks (see InnerWorkers)
 _STOP = pickle.dumps(None)
 
@@ -115,8 +115,6 @@ class InnerWorkers:
     ported ~5% slower (a GIL hand-off per request)."""
 
     def __init__(self, n: int):
-        from . import inner_worker
-
         ctx = mp_context()
         self.pid = os.getpid()
         self.procs, self.conns, self.senders, self.receivers = [], [], [], []
@@ -506,7 +504,10 @@ class RemoteOpener:
             return None
         worker = position % min(self.limit, len(workers))
         key = next(_keys)
-        opened = workers.submit(worker, ("open", key, payload))  # checked at the slot's first read
+        # with this process's working directory and environment as they are now: the workers are kept between
+        # iterators, and a generator's relative paths and os.environ must read what they would here
+        opened = workers.submit(worker, ("open", key, payload, os.getcwd(), dict(os.environ)))
+        # (the open is checked at the slot's first read)
         self.opened += 1
         self.reason = None
         return RemoteInner(dataset, ctx, workers, worker, key, opened, self)

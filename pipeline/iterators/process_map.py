@@ -33,7 +33,7 @@ import weakref
 from multiprocessing import connection
 
 from .. import structure
-from ..errors import WorkerDiedError
+from ..errors import InvalidArgumentError, WorkerDiedError
 from ..options import effective_deterministic
 from ..engine import autotune
 from ..engine.pool import thread_cap
@@ -42,7 +42,7 @@ from .base import count_held, finalizing
 from .map import HandedOverByProbe, node_seeds, rng_factory
 from ..engine.shared_memory import SlabPool, unpack_leaves
 from ..engine.worker import STACKED
-from ..engine.processes import mp_context, start_without_main
+from ..engine.processes import mp_context, start_without_main, worker_reason
 from ..engine.processes import stop as stop_processes
 
 log = logging.getLogger("jaxfeed")
@@ -92,6 +92,11 @@ class _Pool:
     def __init__(self, fn, label: str, n: int):
         import cloudpickle
 
+        why_not = worker_reason()
+        if why_not is not None:
+            raise InvalidArgumentError(f"{label}: executor='process' cannot start its workers: {why_not}. Use "
+                                       f"executor='thread' (or num_parallel_calls=AUTOTUNE with no executor, "
+                                       f"which stays on threads there).", label)
         try:
             fn_bytes = cloudpickle.dumps(fn)
         except Exception as e:  # noqa: BLE001 - say which function and why, keep the cause

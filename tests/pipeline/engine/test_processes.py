@@ -348,3 +348,45 @@ def test_autotune_off_or_a_pinned_worker_count_gives_every_worker_tasks(opts):
     pm = _process_map_of(it)
     assert pm._tuner is None and pm.parallelism == pm.workers == 2
     assert [int(x) for x in it] == [slow_first(x) for x in range(1, 100)]
+
+
+# ------------------------------------------------------------------------------------------- inside a worker
+def holds_the_gil(x):
+    return np.int64(sum(map(ord, str(int(x)) * 200)))
+
+
+def _budget_of_two():
+    o = Options()
+    o.autotune.cpu_budget = 2
+    return o
+
+
+def autotuned_inside(k):
+    """A map function that iterates a pipeline of its own, whose AUTOTUNE map would pick processes here."""
+    o = _budget_of_two()
+    o.experimental_statistics = True
+    it = iter(Dataset.range(20000).map(holds_the_gil, num_parallel_calls=AUTOTUNE).with_options(o))
+    total = sum(int(x) for x in it)
+    report = str(it.stats())
+    if "thread (this process is itself a worker process" not in report:
+        raise AssertionError(report)
+    return np.int64(total + int(k))
+
+
+def explicit_inside(k):
+    ds = Dataset.range(10).map(holds_the_gil, num_parallel_calls=2, executor="process")
+    return np.int64(sum(int(x) for x in ds) + int(k))
+
+
+def test_autotune_inside_a_worker_process_stays_on_threads():
+    """A bug: a map function that iterated a pipeline of its own, in a process map's worker, crashed with
+    multiprocessing's "daemonic processes are not allowed to have children" when that pipeline's AUTOTUNE
+    map chose processes. A worker process cannot start processes: AUTOTUNE keeps threads there, and says so."""
+    want = sum(int(holds_the_gil(x)) for x in range(20000))
+    got = [int(x) for x in pmap(Dataset.range(2), autotuned_inside)]
+    assert got == [want, want + 1]
+
+
+def test_an_explicit_process_map_inside_a_worker_process_says_why_it_cannot_start():
+    with pytest.raises(errors.InvalidArgumentError, match="itself a worker process.*executor='thread'"):
+        list(pmap(Dataset.range(2), explicit_inside))

@@ -3,6 +3,7 @@
 saved states -- and keeps in this process every generator whose move could hide a change."""
 
 import gc
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -673,3 +674,62 @@ def test_an_interrupt_while_a_request_waits_to_be_sent_misplaces_nothing(tmp_pat
     done = subprocess.run([sys.executable, str(script), str(tmp_path / "flag")], capture_output=True, text=True,
                           timeout=240)
     assert "interrupted 1 same True" in done.stdout, (done.stdout, done.stderr[-3000:])
+
+
+def leaf_rows(i):
+    for j in range(30):
+        yield int(i) * 1000 + j
+
+
+def pipeline_inside(k):
+    """A generator that reads a pipeline of its own (its slots would move to workers here)."""
+    o = opts()
+    o.experimental_statistics = True
+    it = iter(ported(leaf_rows, TensorSpec((), np.int64), files=4, cycle=2).with_options(o))
+    values = [int(x) for x in it]
+    in_worker = multiprocessing.current_process().daemon
+    if in_worker and "thread (this process is itself a worker process" not in str(it.stats()):
+        raise AssertionError(str(it.stats()))
+    for v in values:
+        yield v + int(k) * 10 ** 6
+
+
+def test_an_interleave_inside_a_worker_process_reads_its_slots_there():
+    """A worker process cannot start processes: an AUTOTUNE interleave iterated inside one (by a generator
+    read in a worker) keeps its slots in that process and says why."""
+    want = sorted(int(x) for x in ported(pipeline_inside, TensorSpec((), np.int64), files=3, cycle=2, npc=None))
+    ds = ported(pipeline_inside, TensorSpec((), np.int64), files=3, cycle=2).with_options(opts())
+    list(ds)
+    got = sorted(int(x) for x in ds)  # (the generators' own check raises in their place if it fails)
+    assert got == want
+    assert "process (" in ds.explain()  # the outer slots did read in workers
+
+
+def relative_lines(i):
+    """Reads a file by a relative path, and an environment variable, as it runs."""
+    with open("lines.txt") as f:
+        text = f.read().strip()
+    for j in range(20):
+        yield f"{text}-{os.environ.get('JAXFEED_TEST_PLACE', '')}-{int(i)}-{j}"
+
+
+def test_slots_in_workers_see_the_working_directory_and_environment_of_their_open(tmp_path, monkeypatch):
+    """A bug: the workers are kept between iterators, in the directory and environment they started in; a
+    generator that opens a relative path read the old directory's file after the user's os.chdir (a
+    notebook's %cd), and saw the old os.environ. Each slot now runs where its consumer was at its open."""
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "lines.txt").write_text(f"file {name}\n")
+    monkeypatch.chdir(tmp_path / "a")
+    monkeypatch.setenv("JAXFEED_TEST_PLACE", "first")
+    ds = ported(relative_lines, TensorSpec((), object), files=4).with_options(opts())
+    list(ds)
+    assert {x.split(b"-")[0] for x in ds} == {b"file a"}
+
+    monkeypatch.chdir(tmp_path / "b")
+    monkeypatch.setenv("JAXFEED_TEST_PLACE", "second")
+    want = [bytes(x) for x in ported(relative_lines, TensorSpec((), object), files=4, npc=None)]
+    it = iter(ds)
+    got = [bytes(x) for x in it]
+    assert remote_slots(it) >= 0 and "process (" in ds.explain()
+    assert got == want and want[0].startswith(b"file b-second-")
