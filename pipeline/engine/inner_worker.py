@@ -40,7 +40,7 @@ import struct
 from ..iterators.interleave import Rows, read_block
 from .blocks import Failure
 from .context import IteratorContext
-from .processes import ignore_interrupts
+from .processes import ignore_interrupts, take_environment
 from .worker import _portable
 
 RID = struct.Struct("<q")  # a request's id, which goes back before its answer (``remote_inner`` matches by it)
@@ -151,9 +151,7 @@ def _enter(places: dict, key) -> None:
     cwd, environ = place
     if os.getcwd() != cwd:
         os.chdir(cwd)
-    if dict(os.environ) != environ:
-        os.environ.clear()
-        os.environ.update(environ)
+    take_environment(environ)
     _here[0] = place
 
 

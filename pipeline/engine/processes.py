@@ -60,6 +60,17 @@ def worker_reason() -> str | None:
     return None
 
 
+def take_environment(environ: dict) -> None:
+    """In a worker: make ``os.environ`` the consumer's (``environ``, as it was when it asked). A forkserver's
+    children inherit the environment the server started with -- the first worker start of the process --
+    not the consumer's now: a function reading a variable set since saw the old value."""
+    import os
+
+    if dict(os.environ) != environ:
+        os.environ.clear()
+        os.environ.update(environ)
+
+
 def ignore_interrupts() -> None:
     """In a worker, first thing: Ctrl-C reaches every process of the terminal's process group, workers
     included, and is the consumer's to handle. A worker that took it died with a traceback of its own on

@@ -22,16 +22,17 @@ from .. import structure
 from ..iterators.batch import stack_fast
 from .blocks import Failure, apply_block
 from ..iterators.map import rng_factory
-from .processes import ignore_interrupts
+from .processes import ignore_interrupts, take_environment
 from .shared_memory import attach, has_big_leaf, pack_leaves
 
 STACKED = "stacked"  # results tag: one stacked batch instead of a list of elements
 
 
-def main(conn, fn_bytes: bytes, label: str) -> None:
+def main(conn, fn_bytes: bytes, label: str, environ: dict) -> None:
     import cloudpickle
 
     ignore_interrupts()
+    take_environment(environ)  # (multiprocessing sets the working directory already)
     try:
         fn = cloudpickle.loads(fn_bytes)
     except BaseException as e:  # noqa: BLE001 - report to the consumer, which raises it

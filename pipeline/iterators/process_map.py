@@ -25,6 +25,7 @@ from __future__ import annotations
 import collections
 import itertools
 import logging
+import os
 import pickle
 import queue
 import threading
@@ -118,7 +119,7 @@ class _Pool:
 
         for i in range(n):
             mine, theirs = ctx.Pipe(duplex=True)
-            p = ctx.Process(target=worker.main, args=(theirs, fn_bytes, label), daemon=True,
+            p = ctx.Process(target=worker.main, args=(theirs, fn_bytes, label, dict(os.environ)), daemon=True,
                             name=f"jaxfeed-map-{i}")
             start_without_main(p)
             theirs.close()

@@ -390,3 +390,17 @@ def test_autotune_inside_a_worker_process_stays_on_threads():
 def test_an_explicit_process_map_inside_a_worker_process_says_why_it_cannot_start():
     with pytest.raises(errors.InvalidArgumentError, match="itself a worker process.*executor='thread'"):
         list(pmap(Dataset.range(2), explicit_inside))
+
+
+def environment_seen(x):
+    return np.int64(len(os.environ.get("JAXFEED_TEST_SEEN", "")))
+
+
+def test_map_workers_see_the_environment_of_now_not_of_the_first_start(monkeypatch):
+    """A bug: forkserver workers inherit the environment the server started with (the process's first worker
+    start), so a map function read a variable the user set since as it was then. Each start passes it on."""
+    ds = pmap(Dataset.range(2), environment_seen)
+    monkeypatch.delenv("JAXFEED_TEST_SEEN", raising=False)
+    assert [int(x) for x in ds] == [0, 0]
+    monkeypatch.setenv("JAXFEED_TEST_SEEN", "abc")
+    assert [int(x) for x in ds] == [3, 3]
