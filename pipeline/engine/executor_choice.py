@@ -3,9 +3,12 @@ the GIL and the work pays for moving elements between processes.
 
 Which maps choose: ``num_parallel_calls=AUTOTUNE`` with no executor given (``map(..., executor=None)`` and
 ``Options.execution.executor`` unset), AUTOTUNE on, at least two CPUs in the budget, not ``stateful=True``
-(its state lives in this process), not vectorized (one call per batch: numpy releases the GIL), and a stage
-of the iterated graph (a map built inside an interleave's function would start a pool of processes per
-input). Every other AUTOTUNE map runs on threads, with the reason recorded (``static_reason``).
+(its state lives in this process), not vectorized (one call per batch: numpy releases the GIL), a function
+whose move nobody would notice (``worker_safety``: a plain function that assigns no global and reaches no
+list, dict, array or object -- appending to a global list in a worker would append to a copy; the user's
+process never saw what a map moved there appended), not in a worker process itself (``processes.worker_reason``)
+and a stage of the iterated graph (a map built inside an interleave's function would start a pool of processes
+per input). Every other AUTOTUNE map runs on threads, with the reason recorded (``static_reason``).
 
 How (``iterators/chosen_map.py``): before any element is delivered, the map's first input elements are
 mapped on the consumer's thread (a warm-up that estimates the CPU time per call: on a shared machine the
@@ -53,6 +56,7 @@ import numpy as np
 
 from . import autotune
 from .processes import worker_reason
+from .worker_safety import safety_reason
 
 WARM_SECONDS = 0.0002  # the warm-up on the consumer's thread: long enough for a time-per-call estimate
 MAX_WARM = 255  # elements in the warm-up at most (1 + 2 + ... + 128: doubling chunks; the last one is judged,
@@ -259,6 +263,9 @@ def static_reason(map_node, ctx, node=None, vectorized=False) -> str | None:
         return f"{ctx.cpu_count} CPU in the budget: processes cannot run side by side"
     if worker_reason() is not None:
         return worker_reason()
+    unsafe = safety_reason(map_node.map_func, "function")
+    if unsafe is not None:  # (the explicit executor="process" is the user's to choose)
+        return f"{unsafe}: what it changes would change in a worker's copy only"
     if autotune.learned_slot(ctx, node if node is not None else map_node) is None:
         return "built inside another transformation's function (a probe per inner dataset would not pay)"
     return None

@@ -1,4 +1,5 @@
-"""Whether a ``from_generator`` function may run in a worker process without anyone noticing the move.
+"""Whether a ``from_generator`` function, or a map function AUTOTUNE would move, may run in a worker process
+without anyone noticing the move (``executor_choice``: the interleave's slots and the map's executor).
 
 A worker calls a copy of the function (cloudpickle: by value for one defined in ``__main__`` or locally, by
 reference for one in an importable module, whose module the worker imports afresh). Whatever the function
@@ -33,10 +34,11 @@ _WRITES_GLOBAL = {"STORE_GLOBAL", "DELETE_GLOBAL"}
 _WRITES_CELL = {"STORE_DEREF", "DELETE_DEREF"}
 
 
-def safety_reason(generator) -> str | None:
-    """Why ``generator`` must stay in this process (see the module doc), or None when it may move."""
+def safety_reason(generator, what: str = "generator") -> str | None:
+    """Why ``generator`` (a ``what``: "generator", "function") must stay in this process (see the module doc),
+    or None when it may move."""
     if not isinstance(generator, types.FunctionType):
-        return f"generator {_name(generator)} is not a plain function (its object may hold state)"
+        return f"{what} {_name(generator)} is not a plain function (its object may hold state)"
     return _function_reason(generator, generator.__module__, MAX_DEPTH, set())
 
 

@@ -513,22 +513,39 @@ def test_a_map_whose_elements_cost_more_to_move_than_to_map_stays_on_threads_wit
 
 def test_a_function_cloudpickle_cannot_serialise_stays_on_threads(measured):
     measured(HOLDS)
-    lock = threading.Lock()
 
-    class Unpicklable:
-        def __reduce__(self):
-            raise TypeError("no pickling this")
-
-    guard = Unpicklable()
+    class Holder:  # a class may be reached (worker_safety), but this local one pickles by value, lock and all
+        lock = threading.Lock()
 
     def locked(x):
-        with lock:
-            return x + (guard is not None)
+        return x + (Holder is not None)
 
     got, it = as_list(Dataset.range(300).map(locked, num_parallel_calls=AUTOTUNE).with_options(opts()))
     assert it.executor_decision.executor == "thread"
     assert it.executor_decision.reason.startswith("function cannot be pickled for worker processes")
     assert [int(x) for x in got] == list(range(1, 301))
+
+
+SEEN = []
+
+
+def noting_tokens(x):
+    SEEN.append(int(x))
+    return tokens(x)
+
+
+def test_a_function_whose_move_would_lose_its_effects_stays_on_threads(measured):
+    """A bug: AUTOTUNE moved a map whose function appends to a global list to worker processes, where it
+    appended to copies: the user's list held only what the consumer's thread mapped while the workers
+    started. Functions that reach state (worker_safety, as for the interleave's generators) stay here."""
+    probe = measured(HOLDS)  # a probe would say: holds the GIL, go to processes
+    SEEN.clear()
+    got, it = as_list(Dataset.range(300).map(noting_tokens, num_parallel_calls=AUTOTUNE).with_options(opts()))
+    assert probe.calls == 0 and it.executor_decision.executor == "thread"
+    assert "reads SEEN" in it.executor_decision.reason or "SEEN" in it.executor_decision.reason
+    assert "a worker's copy only" in it.executor_decision.reason
+    assert sorted(SEEN) == list(range(300))
+    assert_elements_equal(got, [tokens(i) for i in range(300)])
 
 
 def test_an_explicit_executor_or_parallelism_is_not_second_guessed(measured):
