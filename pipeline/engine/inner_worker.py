@@ -40,7 +40,7 @@ import struct
 from ..iterators.interleave import Rows, read_block
 from .blocks import Failure
 from .context import IteratorContext
-from .processes import ignore_interrupts, take_environment
+from .processes import fresh_random_state, ignore_interrupts, take_environment
 from .worker import _portable
 
 RID = struct.Struct("<q")  # a request's id, which goes back before its answer (``remote_inner`` matches by it)
@@ -60,6 +60,7 @@ def main(conn) -> None:
     import cloudpickle
 
     ignore_interrupts()
+    fresh_random_state()
     inners: dict = {}
     ahead: dict = {}  # key -> reads made ahead, oldest first: ``(answer pickled, ended, before)``
     held = 0  # bytes of the pickled answers in ``ahead``

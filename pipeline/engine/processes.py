@@ -71,6 +71,18 @@ def take_environment(environ: dict) -> None:
         os.environ.update(environ)
 
 
+def fresh_random_state() -> None:
+    """In a worker: numpy's global random state reseeded from the OS. A worker is a fork of the forkserver, so
+    every worker started the global state where the server had it: a function drawing from ``np.random``
+    drew the same numbers in every worker, and again in every epoch's new workers (1,053 distinct values of
+    2,000 draws on two workers, the same 1,053 the next epoch) -- augmentations repeated without a word.
+    Python's ``random`` reseeds itself after a fork; numpy's does not. (Per-element randomness that is the
+    same whoever runs it is ``map(..., with_rng=True)``.)"""
+    import numpy as np
+
+    np.random.seed()
+
+
 def ignore_interrupts() -> None:
     """In a worker, first thing: Ctrl-C reaches every process of the terminal's process group, workers
     included, and is the consumer's to handle. A worker that took it died with a traceback of its own on

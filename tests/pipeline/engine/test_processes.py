@@ -404,3 +404,18 @@ def test_map_workers_see_the_environment_of_now_not_of_the_first_start(monkeypat
     assert [int(x) for x in ds] == [0, 0]
     monkeypatch.setenv("JAXFEED_TEST_SEEN", "abc")
     assert [int(x) for x in ds] == [3, 3]
+
+
+def global_draw(x):
+    return np.int64(np.random.randint(1 << 40))
+
+
+def test_workers_draw_from_numpy_global_random_state_of_their_own():
+    """A bug (the DataLoader's classic): each worker is a fork of the forkserver and started numpy's global
+    random state where the server had it -- two workers drew the same numbers, and every epoch's new workers
+    drew them again. Workers now reseed it from the OS, as Python's random does after a fork."""
+    ds = pmap(Dataset.range(2000), global_draw)
+    first = [int(x) for x in ds]
+    second = [int(x) for x in ds]
+    assert len(set(first)) == len(first)
+    assert not set(first) & set(second)

@@ -733,3 +733,19 @@ def test_slots_in_workers_see_the_working_directory_and_environment_of_their_ope
     got = [bytes(x) for x in it]
     assert remote_slots(it) >= 0 and "process (" in ds.explain()
     assert got == want and want[0].startswith(b"file b-second-")
+
+
+def random_rows(i):
+    for _ in range(200):
+        yield np.int64(np.random.randint(1 << 40))
+
+
+def test_generators_in_workers_draw_from_numpy_global_random_state_of_their_own():
+    """Two workers forked from one server shared numpy's global random state: generators drawing from it gave
+    the same numbers on both (see ``processes.fresh_random_state``)."""
+    ds = ported(random_rows, TensorSpec((), np.int64), files=4).with_options(opts())
+    list(ds)
+    it = iter(ds)
+    got = [int(x) for x in it]
+    assert remote_slots(it) > 0 or "process (" in ds.explain()
+    assert len(set(got)) == len(got) == 800
