@@ -18,6 +18,8 @@ import pickle
 import time
 import traceback
 
+import numpy as np
+
 from .. import structure
 from ..iterators.batch import stack_fast
 from .blocks import Failure, apply_block
@@ -57,7 +59,7 @@ def main(conn, fn_bytes: bytes, label: str, environ: dict) -> None:
         results, failed = apply_block(fn, block, unpack, label, position, factories[key])
         elements = results  # as the function made them: what to send one by one if the block cannot cross
         tag = None
-        if stack and not failed and results:
+        if stack and not failed and results and not _has_0d_array(results[0]):
             try:
                 results, tag = [stack_fast(results, f"batch ({label})")], STACKED
             except Exception:  # noqa: BLE001 - ragged elements travel one by one
@@ -94,6 +96,14 @@ def _picklable(results: list, label: str, position: int) -> list:
                               f"worker process: {type(e).__name__}: {e}")
             out.append(Failure(error))
     return out
+
+
+def _has_0d_array(result) -> bool:
+    """Whether ``result`` has a 0-d array leaf. Such results travel as they are: a row of a stacked block is a
+    numpy scalar, and AUTOTUNE moving a map to processes turned the function's 0-d arrays (structured ones:
+    ``np.void``) into scalars where threads kept them arrays."""
+    leaves = structure.flatten(result) if structure.is_nested(result) else (result,)
+    return any(type(leaf) is np.ndarray and leaf.ndim == 0 for leaf in leaves)
 
 
 def _to_slab(results: list, slab_name, slabs: dict):
