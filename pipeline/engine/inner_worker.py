@@ -150,10 +150,24 @@ def _enter(places: dict, key) -> None:
         places[key] = _here[0]
         return
     cwd, environ = place
-    if os.getcwd() != cwd:
+    try:
         os.chdir(cwd)
+    except OSError:  # the directory is gone since: relative paths find nothing, as in the consumer, whose
+        os.chdir(_nowhere())  # working directory it still is (never the worker's last one instead)
     take_environment(environ)
     _here[0] = place
+
+
+def _nowhere() -> str:
+    """An empty directory of this worker's own, where a slot whose working directory is gone runs."""
+    if _empty[0] is None:
+        import tempfile
+
+        _empty[0] = tempfile.mkdtemp(prefix="jaxfeed-gone-")
+    return _empty[0]
+
+
+_empty: list = [None]
 
 
 def _forget(key, ahead: dict, reading: dict) -> int:

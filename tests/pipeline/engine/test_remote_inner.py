@@ -749,3 +749,21 @@ def test_generators_in_workers_draw_from_numpy_global_random_state_of_their_own(
     got = [int(x) for x in it]
     assert remote_slots(it) > 0 or "process (" in ds.explain()
     assert len(set(got)) == len(got) == 800
+
+
+def test_a_slot_whose_working_directory_is_gone_finds_nothing_there_not_the_workers_last_one(tmp_path, monkeypatch):
+    """Run where the worker does it: a slot whose directory was removed since its open runs in an empty one, as
+    the consumer, whose working directory it still is, would find nothing by a relative path -- never in the
+    directory the worker was in before."""
+    from jaxfeed.pipeline.engine import inner_worker
+
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "lines.txt").write_text("the wrong file\n")
+    monkeypatch.chdir(tmp_path / "other")
+    monkeypatch.setattr(inner_worker, "_here", [None])
+    environ = dict(os.environ)
+    places = {1: (str(tmp_path / "other"), environ), 2: (str(tmp_path / "gone"), environ)}
+    inner_worker._enter(places, 1)
+    assert os.path.exists("lines.txt")
+    inner_worker._enter(places, 2)
+    assert not os.path.exists("lines.txt") and os.listdir(".") == []
