@@ -40,7 +40,7 @@ import struct
 from ..iterators.interleave import Rows, read_block
 from .blocks import Failure
 from .context import IteratorContext
-from .processes import fresh_random_state, ignore_interrupts, take_environment
+from .processes import fresh_random_state, ignore_interrupts, outlive_no_consumer, take_environment
 from .worker import _portable
 
 RID = struct.Struct("<q")  # a request's id, which goes back before its answer (``remote_inner`` matches by it)
@@ -56,10 +56,11 @@ AHEAD_BYTES = 8 << 20  # ...and bytes it holds read ahead, all its slots togethe
 # into an epoch. P6's reads are ~0.1 MiB: its ~5 MiB a worker of read-ahead stays under it
 
 
-def main(conn) -> None:
+def main(conn, consumer: int) -> None:
     import cloudpickle
 
     ignore_interrupts()
+    outlive_no_consumer(consumer)
     fresh_random_state()
     inners: dict = {}
     ahead: dict = {}  # key -> reads made ahead, oldest first: ``(answer pickled, ended, before)``

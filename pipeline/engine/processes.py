@@ -5,8 +5,10 @@ map workers, ``engine/remote_inner.py``'s inner-dataset workers), and a start th
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
 import threading
+import time
 
 _ctx = None
 _start_lock = threading.Lock()
@@ -81,6 +83,38 @@ def fresh_random_state() -> None:
     import numpy as np
 
     np.random.seed()
+
+
+WATCH_SECONDS = 1.0  # how often a worker checks that its consumer lives (``outlive_no_consumer``)
+
+
+def outlive_no_consumer(consumer: int) -> None:
+    """In a worker: end this process within ``WATCH_SECONDS`` of its consumer's (pid ``consumer``) death. A
+    worker also ends when it finds its pipe closed, but only between requests: one inside a function or
+    generator that never returns (waiting on a file, a socket) outlived a consumer killed with SIGKILL -- or
+    by the OOM killer -- for good, holding its memory and CPU. Watched from a thread, which ends the process
+    whatever the main thread is doing."""
+    def watch():
+        while True:
+            time.sleep(WATCH_SECONDS)
+            if not _alive(consumer):
+                os._exit(0)
+
+    threading.Thread(target=watch, daemon=True, name="jaxfeed-worker-watch").start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (dead, not yet reaped by its parent) is dead
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
 
 
 def ignore_interrupts() -> None:

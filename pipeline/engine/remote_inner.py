@@ -130,7 +130,7 @@ class InnerWorkers:
         try:
             for i in range(n):
                 mine, theirs = ctx.Pipe(duplex=True)
-                p = ctx.Process(target=inner_worker.main, args=(theirs,), daemon=True,
+                p = ctx.Process(target=inner_worker.main, args=(theirs, os.getpid()), daemon=True,
                                 name=f"jaxfeed-interleave-worker-{i}")
                 start_without_main(p)
                 theirs.close()

@@ -24,16 +24,17 @@ from .. import structure
 from ..iterators.batch import stack_fast
 from .blocks import Failure, apply_block
 from ..iterators.map import rng_factory
-from .processes import fresh_random_state, ignore_interrupts, take_environment
+from .processes import fresh_random_state, ignore_interrupts, outlive_no_consumer, take_environment
 from .shared_memory import attach, has_big_leaf, pack_leaves
 
 STACKED = "stacked"  # results tag: one stacked batch instead of a list of elements
 
 
-def main(conn, fn_bytes: bytes, label: str, environ: dict) -> None:
+def main(conn, fn_bytes: bytes, label: str, environ: dict, consumer: int) -> None:
     import cloudpickle
 
     ignore_interrupts()
+    outlive_no_consumer(consumer)
     fresh_random_state()
     take_environment(environ)  # (multiprocessing sets the working directory already)
     try:

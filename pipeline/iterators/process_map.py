@@ -119,8 +119,8 @@ class _Pool:
 
         for i in range(n):
             mine, theirs = ctx.Pipe(duplex=True)
-            p = ctx.Process(target=worker.main, args=(theirs, fn_bytes, label, dict(os.environ)), daemon=True,
-                            name=f"jaxfeed-map-{i}")
+            p = ctx.Process(target=worker.main, args=(theirs, fn_bytes, label, dict(os.environ), os.getpid()),
+                            daemon=True, name=f"jaxfeed-map-{i}")
             start_without_main(p)
             theirs.close()
             self.procs.append(p)

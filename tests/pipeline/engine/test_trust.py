@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -322,3 +323,63 @@ def test_a_closed_iterator_refuses_to_go_on(make):
     assert got == [] and isinstance(error, errors.FailedPreconditionError) and "closed" in str(error)
     with pytest.raises(errors.FailedPreconditionError):
         it.next_many(4)
+
+
+_KILLED_CONSUMER_SCRIPT = """
+import os, signal, sys, time
+import numpy as np
+from jaxfeed.pipeline import AUTOTUNE, Dataset, Options, TensorSpec
+from jaxfeed.pipeline.engine import remote_inner
+
+def forever(i):  # a generator that comes to wait for ever (a socket, a file that never comes)
+    yield from range(int(i) * 100, int(i) * 100 + 20)
+    while True:
+        time.sleep(0.05)
+
+def stuck(x):
+    while True:
+        time.sleep(0.05)
+
+o = Options()
+o.autotune.cpu_budget = 2
+slots = Dataset.range(2).interleave(
+    lambda i: Dataset.from_generator(forever, args=(i,), output_signature=TensorSpec((), np.int64)),
+    cycle_length=2, num_parallel_calls=AUTOTUNE).with_options(o)
+remote_inner.shared_workers(2)
+remote_inner.wait_started(60)
+it = iter(slots)
+next(it)  # (the workers read ahead until the generators wait)
+mapped = iter(Dataset.range(4).map(stuck, num_parallel_calls=2, executor="process"))
+import threading
+import time
+threading.Thread(target=lambda: next(mapped), daemon=True).start()
+time.sleep(1.0)
+import psutil
+print(" ".join(str(p.pid) for p in psutil.Process().children(recursive=True)), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_workers_stuck_in_user_code_end_soon_after_their_consumer_is_killed(tmp_path):
+    """A bug: a worker ends when it finds its pipe closed, but only between requests. One inside a function or
+    generator that never returns outlived a consumer killed with SIGKILL (or by the OOM killer) for good. Each
+    worker now watches its consumer (``processes.outlive_no_consumer``)."""
+    import psutil
+
+    script = tmp_path / "killed.py"
+    script.write_text(_KILLED_CONSUMER_SCRIPT)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=HANG_GUARD_SECONDS)
+    pids = [int(p) for p in done.stdout.split()]
+    assert len(pids) >= 4, (done.stdout, done.stderr[-2000:])  # the forkserver, its workers (map and slots)
+    deadline = time.monotonic() + HANG_GUARD_SECONDS
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        time.sleep(0.2)
+    for p in alive:  # (leave nothing behind either way)
+        try:
+            psutil.Process(p).kill()
+        except psutil.Error:
+            pass
+    names = {p: " ".join(psutil.Process(p).cmdline())[:80] for p in alive if psutil.pid_exists(p)}
+    assert not alive, names
