@@ -1,6 +1,7 @@
 """Starting worker processes: one multiprocessing context for the engine's workers (``iterators/process_map.py``'s
-map workers, ``engine/remote_inner.py``'s inner-dataset workers), and a start that leaves the user's
-``__main__`` alone."""
+map workers, ``engine/remote_inner.py``'s inner-dataset workers), a start that leaves the user's ``__main__``
+alone, and what a worker does first, whichever kind: leave Ctrl-C to its consumer, end when its consumer
+dies, take its consumer's environment and reseed numpy's global random state."""
 
 from __future__ import annotations
 
@@ -66,8 +67,6 @@ def take_environment(environ: dict) -> None:
     """In a worker: make ``os.environ`` the consumer's (``environ``, as it was when it asked). A forkserver's
     children inherit the environment the server started with -- the first worker start of the process --
     not the consumer's now: a function reading a variable set since saw the old value."""
-    import os
-
     if dict(os.environ) != environ:
         os.environ.clear()
         os.environ.update(environ)
