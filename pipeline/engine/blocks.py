@@ -167,6 +167,27 @@ def apply_block(fn, block: list, unpack: bool, label: str, first_position: int, 
     return out, failed or bad
 
 
+def extend_in_place(out: list, calls, total: int, label: str, first_position: int) -> bool:
+    """``out.extend(calls())`` until ``out`` holds ``total`` results, whether any failed. ``calls()`` maps a user
+    function over the rest of one input iterator, in C (about 30 ns per element cheaper than a Python
+    for-loop); ``list.extend`` keeps what it appended before an exception, which goes in its element's place
+    as a ``Failure``, and the loop resumes after it. So does a ``StopIteration``, which ``map()`` takes for its
+    own end (the rest of the block was dropped silently before: ``errors.function_stopped``)."""
+    failed = False
+    while True:
+        try:
+            out.extend(calls())
+        except Exception as e:  # noqa: BLE001 - user code; raised in the consumer, in place
+            out.append(Failure(in_transformation(e, label, first_position + len(out))))
+            failed = True
+            continue
+        if len(out) >= total:
+            return failed
+        at = first_position + len(out)
+        out.append(Failure(in_transformation(function_stopped(label, at), label, at)))
+        failed = True
+
+
 def run_block(fn, block, unpack: bool, label: str, first_position: int, extra=None):
     """``apply_block`` without turning the results into elements: the function's return values as they
     are (failures in place), for a caller that checks them itself (the fused map and batch). Each result is
@@ -176,21 +197,8 @@ def run_block(fn, block, unpack: bool, label: str, first_position: int, extra=No
     failed = False
     if extra is None and not unpack:
         it = iter(block)
-        extend = out.extend
-        while True:
-            try:
-                # list.extend keeps what it appended before an exception: the results before a failure
-                # stay, and the loop runs in C (about 30 ns per element cheaper than a Python for-loop).
-                extend(map(call_taken, itertools.repeat(fn), it))
-                if len(out) < len(block):  # map() ends at a StopIteration the function raised: an error
-                    append(Failure(in_transformation(function_stopped(label, first_position + len(out)),
-                                                     label, first_position + len(out))))
-                    failed = True
-                    continue
-                break
-            except Exception as e:  # noqa: BLE001 - user code; re-raised in the consumer
-                append(Failure(in_transformation(e, label, first_position + len(out))))
-                failed = True
+        failed = extend_in_place(out, lambda: map(call_taken, itertools.repeat(fn), it), len(block), label,
+                                 first_position)
     else:
         for i, x in enumerate(block):
             try:

@@ -261,8 +261,9 @@ def static_reason(map_node, ctx, node=None, vectorized=False) -> str | None:
         return "vectorized: one call per batch"
     if ctx.cpu_count < 2:
         return f"{ctx.cpu_count} CPU in the budget: processes cannot run side by side"
-    if worker_reason() is not None:
-        return worker_reason()
+    why = worker_reason()
+    if why is not None:
+        return why
     slot = autotune.learned_slot(ctx, node if node is not None else map_node)
     if slot is None:
         return "built inside another transformation's function (a probe per inner dataset would not pay)"
@@ -288,8 +289,9 @@ def interleave_reason(node, ctx) -> str | None:
         return "Options.execution.executor='thread'"
     if ctx.cpu_count < 2:
         return f"{ctx.cpu_count} CPU in the budget: processes cannot run side by side"
-    if worker_reason() is not None:
-        return worker_reason()
+    why = worker_reason()
+    if why is not None:
+        return why
     if autotune.learned_slot(ctx, node) is None:
         return "built inside another transformation's function (workers per inner dataset would not pay)"
     return None

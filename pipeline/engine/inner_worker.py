@@ -36,6 +36,7 @@ import collections
 import os
 import pickle
 import struct
+import tempfile
 
 from ..iterators.interleave import Rows, read_block
 from .blocks import Failure
@@ -138,37 +139,29 @@ def main(conn, consumer: int) -> None:
             pass
 
 
-_here: list = [None]  # the (cwd, environ) this process is in, as last entered
+_here = None  # the (cwd, environ) this process is in, as last entered
+_nowhere = None  # an empty directory of this worker's own, made when first needed
 
 
 def _enter(places: dict, key) -> None:
     """Be in the working directory and environment of ``key``'s consumer at its open (a no-op when already:
     the slots of one consumer share them; an equal place is kept by identity after the first comparison)."""
+    global _here, _nowhere
     place = places.get(key)
-    if place is None or place is _here[0]:
+    if place is None or place is _here:
         return
-    if place == _here[0]:
-        places[key] = _here[0]
+    if place == _here:
+        places[key] = _here
         return
     cwd, environ = place
     try:
         os.chdir(cwd)
     except OSError:  # the directory is gone since: relative paths find nothing, as in the consumer, whose
-        os.chdir(_nowhere())  # working directory it still is (never the worker's last one instead)
+        if _nowhere is None:  # working directory it still is (never the worker's last one instead)
+            _nowhere = tempfile.mkdtemp(prefix="jaxfeed-gone-")
+        os.chdir(_nowhere)
     take_environment(environ)
-    _here[0] = place
-
-
-def _nowhere() -> str:
-    """An empty directory of this worker's own, where a slot whose working directory is gone runs."""
-    if _empty[0] is None:
-        import tempfile
-
-        _empty[0] = tempfile.mkdtemp(prefix="jaxfeed-gone-")
-    return _empty[0]
-
-
-_empty: list = [None]
+    _here = place
 
 
 def _forget(key, ahead: dict, reading: dict) -> int:

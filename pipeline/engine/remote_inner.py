@@ -178,11 +178,9 @@ class InnerWorkers:
     def _write(self, worker: int, answer: Answer, rid: int, message: bytes, op: str) -> None:
         """Note ``answer`` owed under ``rid``, then send the request (or fail it: the workers closed, or one
         died)."""
-        cond = self.arrived[worker]
-        with cond:
+        with self.arrived[worker]:
             if self.closed or self.broken:
-                answer.error, answer.done = self._died(worker, op), True
-                cond.notify_all()
+                self._fail(worker, answer, op)
                 return
             self.owed[worker][rid] = answer
         with self.send_locks[worker]:
@@ -209,16 +207,14 @@ class InnerWorkers:
 
     def _fail_queued(self, worker: int) -> None:
         """Fail what is still queued for ``worker`` after its sender stopped (requests that came as it closed)."""
-        box, cond = self.outboxes[worker], self.arrived[worker]
         while True:
             try:
-                item = box.get_nowait()
+                item = self.outboxes[worker].get_nowait()
             except queue.Empty:
                 return
             if item is not None:
-                with cond:
-                    item[0].error, item[0].done = self._died(worker, item[3]), True
-                    cond.notify_all()
+                with self.arrived[worker]:
+                    self._fail(worker, item[0], item[3])
 
     def _receive(self, worker: int) -> None:
         conn, proc = self.conns[worker], self.procs[worker]
@@ -239,9 +235,8 @@ class InnerWorkers:
                     if not self.closed:
                         self.broken = True
                     for answer in owed.values():
-                        answer.error, answer.done = self._died(worker, "request"), True
+                        self._fail(worker, answer, "request")
                     owed.clear()
-                    cond.notify_all()
                 return
             (rid,) = RID.unpack_from(data)
             with cond:
@@ -249,6 +244,11 @@ class InnerWorkers:
                 if answer is not None:
                     answer.data, answer.done = memoryview(data)[RID.size:], True
                     cond.notify_all()
+
+    def _fail(self, worker: int, answer: Answer, what: str) -> None:
+        """Answer ``answer`` with the worker's death or close (``arrived[worker]`` held)."""
+        answer.error, answer.done = self._died(worker, what), True
+        self.arrived[worker].notify_all()
 
     def _died(self, worker: int, what: str) -> WorkerDiedError:
         proc = self.procs[worker]

@@ -14,9 +14,8 @@ import itertools
 import numpy as np
 
 from .. import structure
-from ..errors import function_stopped, in_transformation
 from .base import Iterator
-from ..engine.blocks import Delivery, Failure
+from ..engine.blocks import Delivery, Failure, extend_in_place
 from ..engine.registry import builds
 from ..nodes.filter import Filter
 
@@ -27,21 +26,9 @@ def verdicts(predicate, block: list, label: str, first_position: int) -> tuple[l
     """``([verdict per element], any failure)``: a verdict is a bool (Python or numpy) or a ``Failure`` (the
     predicate raised, or returned something other than a scalar bool)."""
     out: list = []
-    failed = False
     it = iter(block)
     calls = itertools.starmap if type(block[0]) is tuple else map
-    while True:  # one C-level loop; after an exception it resumes after the failed element
-        try:
-            out.extend(calls(predicate, it))
-            if len(out) < len(block):  # map() ends at a StopIteration the predicate raised: an error
-                out.append(Failure(in_transformation(function_stopped(label, first_position + len(out)),
-                                                     label, first_position + len(out))))
-                failed = True
-                continue
-            break
-        except Exception as e:  # noqa: BLE001 - user code; raised in the consumer, in place
-            out.append(Failure(in_transformation(e, label, first_position + len(out))))
-            failed = True
+    failed = extend_in_place(out, lambda: calls(predicate, it), len(block), label, first_position)
     if not set(map(type, out)) <= _VERDICT_TYPES:
         out = [_checked(v, label, first_position + i) for i, v in enumerate(out)]
         failed = failed or any(type(v) is Failure for v in out)

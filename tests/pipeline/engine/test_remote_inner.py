@@ -760,7 +760,7 @@ def test_a_slot_whose_working_directory_is_gone_finds_nothing_there_not_the_work
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "lines.txt").write_text("the wrong file\n")
     monkeypatch.chdir(tmp_path / "other")
-    monkeypatch.setattr(inner_worker, "_here", [None])
+    monkeypatch.setattr(inner_worker, "_here", None)
     environ = dict(os.environ)
     places = {1: (str(tmp_path / "other"), environ), 2: (str(tmp_path / "gone"), environ)}
     inner_worker._enter(places, 1)
