@@ -14,6 +14,7 @@ from .checkpoint.compatibility import STATE_VERSION
 from .errors import FailedPreconditionError, InvalidArgumentError, OpError, OutOfRangeError
 from .engine.blocks import restored_error, saved_error
 from .engine.context import IteratorContext
+from .engine import interrupts
 from .iterators.base import Iterator
 from .passes import run_passes
 
@@ -125,6 +126,7 @@ class DatasetIterator:
         self._it.judge_consumer()
         if effective.experimental_warm_start:
             _start_ahead(self._it)
+        interrupts.install()  # Ctrl-C in the middle of a step: raised when it is over (see the module)
 
     # ------------------------------------------------------------------ protocol
     def __iter__(self):
@@ -236,3 +238,7 @@ class DatasetIterator:
             self.close()
         except Exception:
             pass
+
+
+interrupts.step(DatasetIterator.__next__, DatasetIterator.get_next, DatasetIterator.get_next_as_optional,
+                DatasetIterator.next_many, DatasetIterator.get_state, DatasetIterator.set_state)

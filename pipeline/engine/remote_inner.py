@@ -371,10 +371,12 @@ class RemoteInner(Iterator):
 
     def _check_open(self) -> None:
         """Raise nothing if the worker opened the dataset; else build it here (the opener stops sending)."""
-        opened, self._opened = self._opened, None
+        opened = self._opened
         try:
-            opened.value(self._workers, self._worker)
+            opened.value(self._workers, self._worker)  # (Ctrl-C while it waits: checked again at the next use)
+            self._opened = None
         except Exception as e:  # noqa: BLE001 - what the worker cannot build is built here
+            self._opened = None
             self._asked.clear()
             self._closed = True  # (nothing to close there)
             self._opener.failed_remotely(e)

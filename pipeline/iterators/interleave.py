@@ -123,6 +123,8 @@ class Slot:
                 items, ended = self.iterator.read(size, stacked)
             else:
                 items, ended = read_block(self.iterator, size, stacked)
+        except KeyboardInterrupt:  # Ctrl-C at a wait of the consumer's read: the user's, now (engine.interrupts)
+            raise
         except BaseException as e:  # noqa: BLE001 - delivered in place; never leave a consumer waiting
             return [Failure(e)], self.iterator is None  # a slot that failed to open ends after its error
         if ended:
@@ -136,6 +138,8 @@ class Slot:
             return
         try:
             self._open(node, ctx, opener)
+        except KeyboardInterrupt:
+            raise
         except BaseException as e:  # noqa: BLE001 - delivered in place; never leave a consumer waiting
             self.add([Failure(e)], self.iterator is None)
 

@@ -323,9 +323,13 @@ class ParallelInterleaveIterator(SlotCycle):
         self._lock.release()
         try:
             items, ended = self._timed_read(slot)
-            self._adapt(items)
-        finally:
+        except BaseException:  # Ctrl-C at one of the read's waits: the slot reads again at the next call
             self._lock.acquire()
+            slot.busy = False
+            self._data_ready.notify_all()
+            raise
+        self._lock.acquire()
+        self._adapt(items)
         slot.add(items, ended)
         slot.busy = False
         self._schedule(slot)
@@ -431,14 +435,14 @@ class ParallelInterleaveIterator(SlotCycle):
         return super().children() + [s.iterator for s in self._futures if s.iterator is not None]
 
     def get_state(self):
-        with self._lock:
-            self._paused = True
-            for slot in self._tasks:  # queued, not started: drop them
-                slot.busy = False
-            self._tasks.clear()
-            while any(s.busy for s in self._all_slots()):
-                self._data_ready.wait()
         try:
+            with self._lock:
+                self._paused = True
+                for slot in self._tasks:  # queued, not started: drop them
+                    slot.busy = False
+                self._tasks.clear()
+                while any(s.busy for s in self._all_slots()):
+                    self._data_ready.wait()
             state = super().get_state()
             state["futures"] = [s.state() for s in self._futures]
             return state

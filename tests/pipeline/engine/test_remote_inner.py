@@ -643,7 +643,9 @@ def interrupt_when_blocked():
             frame = frame.f_back
         if "send_bytes" in names or "wait" in names and "value" in names:
             time.sleep(0.2)
-            signal.pthread_kill(main, signal.SIGINT)
+            signal.pthread_kill(main, signal.SIGINT)  # (the first waits for the step to end: engine.interrupts)
+            time.sleep(0.2)
+            signal.pthread_kill(main, signal.SIGINT)  # the second is raised where it lands
             return
         time.sleep(0.01)
 
