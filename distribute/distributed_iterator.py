@@ -61,7 +61,7 @@ import numpy as np
 
 from jaxfeed.pipeline import structure as st
 from jaxfeed.pipeline.dataset_iterator import Optional
-from jaxfeed.pipeline.engine import autotune, overlap
+from jaxfeed.pipeline.engine import autotune, interrupts, overlap
 from jaxfeed.pipeline.engine.blocks import Failure
 from jaxfeed.pipeline.errors import InvalidArgumentError, OutOfRangeError
 
@@ -109,6 +109,7 @@ class DistributedIterator:
         self._dds = dds
         self._feed = feed = dds._feed
         self._its = [d.make_iterator() for d in dds._datasets]
+        interrupts.install()  # (a Ctrl-C in a step is raised when it returns: see the module)
         self._R = len(feed.local_replicas)
         self._cap = dds._cap
         self._template = None
@@ -535,3 +536,7 @@ class DistributedIterator:
             self.close()
         except Exception:  # noqa: BLE001
             pass
+
+
+# Ctrl-C during a step (a step's bookkeeping, its wait for the pipelines): raised when the step returns
+interrupts.step(DistributedIterator.__next__, DistributedIterator.get_state, DistributedIterator.set_state)

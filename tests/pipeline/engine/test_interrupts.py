@@ -278,3 +278,50 @@ def test_ctrl_c_anywhere_in_a_step_leaves_the_stream_and_the_states_exact(tmp_pa
     raised = int(out.split("raised ")[1].split()[0])
     # the signals did come (waits: in the first steps at least, before the readers run ahead of the consumer)
     assert raised >= (count // 2 if mode == "line" else 5), out
+
+
+_DISTRIBUTED = _COMMON + """
+import jax
+from jaxfeed import distribute as jd
+
+hits = []
+
+def double(x):
+    if int(x) == 9 and not hits:  # Ctrl-C while the distributed iterator's step reads its pipeline
+        hits.append(1)
+        os.kill(os.getpid(), signal.SIGINT)
+    return x * 2
+
+strategy = jd.MirroredStrategy(jax.devices()[:2])
+
+def local(b):
+    return [np.asarray(v).tolist() for v in strategy.experimental_local_results(b)]
+ds = Dataset.range(24).map(double).batch(4)
+hits.append(1)
+want = [local(b) for b in strategy.experimental_distribute_dataset(ds)]
+hits.clear()
+it = iter(strategy.experimental_distribute_dataset(ds))
+got, where = [], None
+while True:
+    b = None
+    try:
+        b = next(it)
+        got.append(local(b))
+        b = None
+    except StopIteration:
+        break
+    except KeyboardInterrupt:
+        where = "after the step" if b is not None else "inside the step"
+        if b is not None:
+            got.append(local(b))
+        state = it.get_state()
+print("where", where, "same", got == want)
+"""
+
+
+def test_ctrl_c_inside_a_distributed_step_is_raised_when_it_returns(tmp_path):
+    script = tmp_path / "distributed.py"
+    script.write_text(_DISTRIBUTED)
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180, env=env)
+    assert "where after the step same True" in done.stdout, (done.stdout, done.stderr[-3000:])
