@@ -72,13 +72,14 @@ class Answer:
     """A request's answer, once its worker's receiver thread took it off the pipe: ``value()`` waits for it
     and unpickles it on the thread that asks (the receiver only moves bytes, so it hardly needs the GIL)."""
 
-    __slots__ = ("data", "error", "done", "_value")
+    __slots__ = ("data", "error", "done", "_value", "closes")
 
-    def __init__(self):
+    def __init__(self, closes=None):
         self.data = None  # the pickled answer (a view of what the receiver took off the pipe)
         self.error = None  # a WorkerDiedError: the worker stopped before answering
         self.done = False
         self._value = _UNREAD
+        self.closes = closes  # the key a close request closes (its slot is no one's from then on)
 
     def value(self, workers: "InnerWorkers", worker: int):
         if self._value is _UNREAD:
@@ -127,10 +128,13 @@ class InnerWorkers:
         self._ids = itertools.count()
         self.closed = False
         self.broken = False  # a worker died: the next slots get new workers
+        self.busy = [ctx.RawValue("q", -1) for _ in range(n)]  # the key a worker reads ahead for now, or -1
+        self.dropped = [set() for _ in range(n)]  # keys of slots closed here, until the worker closed them too
+        self.stuck = [None] * n  # the key a worker was stopped for: stuck reading ahead for a closed slot
         try:
             for i in range(n):
                 mine, theirs = ctx.Pipe(duplex=True)
-                p = ctx.Process(target=inner_worker.main, args=(theirs, os.getpid()), daemon=True,
+                p = ctx.Process(target=inner_worker.main, args=(theirs, os.getpid(), self.busy[i]), daemon=True,
                                 name=f"jaxfeed-interleave-worker-{i}")
                 start_without_main(p)
                 theirs.close()
@@ -151,7 +155,11 @@ class InnerWorkers:
 
     def submit(self, worker: int, request) -> Answer:
         """Send ``request`` (``(op, key, *args)``) to ``worker`` without waiting for its answer."""
-        answer = Answer()
+        if request[0] == "close":
+            self.dropped[worker].add(request[1])
+            answer = Answer(closes=request[1])
+        else:
+            answer = Answer()
         rid = next(self._ids)
         message = pickle.dumps((rid, *request), protocol=5)
         with self.order_lock:
@@ -174,6 +182,22 @@ class InnerWorkers:
                 cond.wait(POLL_SECONDS)
                 if self.closed and not self.senders[worker].is_alive():  # queued as the workers closed
                     self._fail_queued(worker)
+                elif not answer.done:
+                    self._stop_if_stuck(worker)
+
+    def _stop_if_stuck(self, worker: int) -> None:
+        """Stop ``worker`` if it is reading ahead for a slot closed here while a request waits behind it.
+
+        The workers outlive iterators. A generator that blocked in a read made ahead -- a server that never
+        answers, a wait for something only the consumer would have done -- held its worker forever after its
+        iterator was gone (a ``take(n)``, a ``break``), and every later slot sent there waited with it: the
+        next epoch hung. That read is no one's now; the worker is stopped instead (its slots' answers fail
+        with a WorkerDiedError saying why -- a slot not yet opened there is opened here -- and the next
+        iterator starts new workers)."""
+        key = self.busy[worker].value
+        if key >= 0 and key in self.dropped[worker] and self.procs[worker].is_alive():
+            self.stuck[worker] = key
+            self.procs[worker].terminate()
 
     def _write(self, worker: int, answer: Answer, rid: int, message: bytes, op: str) -> None:
         """Note ``answer`` owed under ``rid``, then send the request (or fail it: the workers closed, or one
@@ -241,6 +265,8 @@ class InnerWorkers:
             (rid,) = RID.unpack_from(data)
             with cond:
                 answer = owed.pop(rid, None)  # None: its asker was interrupted before it had the answer
+                if answer is not None and answer.closes is not None:
+                    self.dropped[worker].discard(answer.closes)
                 if answer is not None:
                     answer.data, answer.done = memoryview(data)[RID.size:], True
                     cond.notify_all()
@@ -252,7 +278,13 @@ class InnerWorkers:
 
     def _died(self, worker: int, what: str) -> WorkerDiedError:
         proc = self.procs[worker]
-        how = "was stopped (the workers were closed)" if self.closed else f"died (exit code {proc.exitcode})"
+        if self.stuck[worker] is not None:
+            how = ("was stopped: it was stuck in a read made ahead for a slot of an iterator closed since (its "
+                   "generator did not return)")
+        elif self.closed:
+            how = "was stopped (the workers were closed)"
+        else:
+            how = f"died (exit code {proc.exitcode})"
         return WorkerDiedError(f"interleave worker process {proc.name} (pid {proc.pid}) {how} before "
                                f"answering a {what} of its slot", "interleave")
 
