@@ -290,12 +290,26 @@ def sized(i, size, bad_at):
         yield int(i) * 1000 + j
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(sizes=st.lists(st.integers(0, 40), min_size=1, max_size=7), cycle=st.integers(1, 4),
-       block_length=st.integers(1, 3), batch=st.sampled_from([None, 5]), bad=st.integers(-1, 8))
+_INTERLEAVES = dict(sizes=st.lists(st.integers(0, 40), min_size=1, max_size=7), cycle=st.integers(1, 4),
+                   block_length=st.integers(1, 3), batch=st.sampled_from([None, 5]), bad=st.integers(-1, 8))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**_INTERLEAVES)
 def test_slots_in_workers_are_the_sequential_interleave_resumed_anywhere(sizes, cycle, block_length, batch, bad):
     """Any files, cycle, block length and error: the outcomes (elements and errors, in order) equal the
     sequential interleave's, and a save after any of them restores exactly (through the checkpoint format)."""
+    _remote_slots_resume_anywhere(sizes, cycle, block_length, batch, bad)
+
+
+@pytest.mark.slow
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**_INTERLEAVES)
+def test_slots_in_workers_are_the_sequential_interleave_resumed_anywhere_soak(sizes, cycle, block_length, batch, bad):
+    _remote_slots_resume_anywhere(sizes, cycle, block_length, batch, bad)
+
+
+def _remote_slots_resume_anywhere(sizes, cycle, block_length, batch, bad):
     bad_file = bad % len(sizes) if bad >= 0 else -1
 
     def make(npc=AUTOTUNE):
@@ -491,6 +505,49 @@ def test_closing_does_not_wait_for_ever_on_a_start_that_never_ends(monkeypatch):
     monkeypatch.undo()
     remote_inner.close_workers()  # (forgets the failed start: the fixture starts workers again)
     assert returned
+
+
+def test_a_worker_stuck_in_a_read_for_a_closed_iterator_does_not_hold_up_the_next(tmp_path):
+    """A bug: the workers outlive iterators, and a generator that blocked in a read made ahead (a server that
+    never answers) held its worker after its iterator was closed (a ``take(n)``): the next epoch's slots
+    sent there waited forever. Now the worker is stopped once a request waits behind a read for a closed
+    slot; its slots open here, and the next iterator starts new workers."""
+    script = tmp_path / "stuck.py"
+    script.write_text(textwrap.dedent("""
+        import threading
+        import numpy as np
+        from jaxfeed.pipeline import AUTOTUNE, Dataset, Options, TensorSpec
+        from jaxfeed.pipeline.engine import remote_inner
+
+        def blocks_at_50(i):
+            for j in range(200):
+                if int(i) == 0 and j == 50:
+                    threading.Event().wait()  # a read that never returns
+                yield int(i) * 1000 + j
+
+        def fine(i):
+            for j in range(100):
+                yield int(i) * 1000 + j
+
+        o = Options()
+        o.autotune.cpu_budget = 2
+
+        def ported(gen, cycle):
+            return Dataset.range(4).interleave(
+                lambda i: Dataset.from_generator(gen, args=(i,), output_signature=TensorSpec((), np.int64)),
+                cycle_length=cycle, num_parallel_calls=AUTOTUNE).with_options(o)
+
+        remote_inner.shared_workers(2)
+        remote_inner.wait_started(60)
+        want = sorted(int(x) for x in ported(fine, 4))  # (the next iterators open their slots in the workers)
+        it = iter(ported(blocks_at_50, 1))
+        print("first", [int(next(it)) for _ in range(8)] == list(range(8)), flush=True)
+        it.close()  # its worker reads ahead into element 50 of file 0, and stays there
+        print("second", sorted(int(x) for x in ported(fine, 4)) == want, flush=True)
+        print("third", sorted(int(x) for x in ported(fine, 4)) == want, flush=True)
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert "first True\nsecond True\nthird True" in done.stdout, (done.stdout, done.stderr[-3000:])
 
 
 def test_a_script_that_leaves_remote_slots_open_exits_cleanly(tmp_path):
