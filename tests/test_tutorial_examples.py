@@ -81,7 +81,7 @@ def repeated_runs(name, runs, tmp_path):
 
 
 def test_custom_training_tutorial_exits_cleanly_run_after_run(tmp_path):
-    repeated_runs("custom_training_tutorial.py", 2, tmp_path)  # + the two runs above: 3 at 4 devices
+    repeated_runs("custom_training_tutorial.py", 1, tmp_path)  # + the two runs above (10 runs: -m slow)
 
 
 @pytest.mark.slow
@@ -108,7 +108,7 @@ def test_distributed_input_tutorial_prints_tfs_values(tmp_path):
 
 
 def test_distributed_input_tutorial_exits_cleanly_run_after_run(tmp_path):
-    repeated_runs("distributed_input_tutorial.py", 2, tmp_path)  # + the run above: 3
+    repeated_runs("distributed_input_tutorial.py", 1, tmp_path)  # + the run above: 2 (10 runs: -m slow)
 
 
 @pytest.mark.slow

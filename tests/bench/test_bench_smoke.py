@@ -17,7 +17,7 @@ from jaxfeed.bench import report, runner, timing, workloads
 def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench-out")
     data_dir = tmp_path_factory.mktemp("bench-data")
-    argv = ["--quick", "--scale", "tiny", "--peers", "none", "--repeats", "1", "--max-seconds", "0.2",
+    argv = ["--quick", "--scale", "tiny", "--peers", "none", "--repeats", "1", "--max-seconds", "0.05",
             "--out", str(out), "--data-dir", str(data_dir), "--no-progress", "--only", "P1,P2,P3,P4,P5,P6"]
     proc = subprocess.run([sys.executable, "-m", "jaxfeed.bench", *argv], capture_output=True, text=True,
                           timeout=120)

@@ -18,10 +18,12 @@ TIMEOUTS = {"initialization_timeout": 10, "heartbeat_timeout": 8, "step_timeout"
 pytestmark = pytest.mark.multiprocess
 
 
-def launch(tmp_path, mode, n, start=None, extra=(), chief=False, timeout=120):
-    """Start ``start`` (default n) of the n tasks running ``multiworker_task.py MODE OUT *extra``; their results."""
+def launch(tmp_path, mode, n, start=None, extra=(), chief=False, timeout=120, **timeouts):
+    """Start ``start`` (default n) of the n tasks running ``multiworker_task.py MODE OUT *extra``; their results.
+    ``timeouts`` replace some of ``TIMEOUTS`` (a test that waits for one to expire shortens it)."""
     return local_cluster.launch(tmp_path, mode, n, lambda out: [TASK, mode, str(out), *extra], start=start,
-                                chief=chief, timeout=timeout, env={"JAXFEED_TEST_TIMEOUTS": json.dumps(TIMEOUTS)})
+                                chief=chief, timeout=timeout,
+                                env={"JAXFEED_TEST_TIMEOUTS": json.dumps({**TIMEOUTS, **timeouts})})
 
 
 def single_process_reference(tmp_path, devices):
@@ -89,14 +91,14 @@ def test_a_chief_and_a_worker_form_the_group_with_the_chief_first(tmp_path):
 
 
 def test_a_worker_that_never_arrives_makes_the_others_fail_with_a_timeout(tmp_path):
-    results = launch(tmp_path, "reduce", 2, start=1)
+    results = launch(tmp_path, "reduce", 2, start=1, initialization_timeout=4)  # (it expires: the wait)
     (r0,) = results
     assert r0["result"] and "TimeoutError" in r0["result"].get("error", "") and \
         "worker:1" in r0["result"]["error"], describe(results)
 
 
 def test_a_worker_that_dies_makes_the_others_fail_with_a_timeout_in_the_input_loop(tmp_path):
-    results = launch(tmp_path, "die_after_join", 2)
+    results = launch(tmp_path, "die_after_join", 2, step_timeout=3, heartbeat_timeout=4)  # (they expire: the wait)
     r0, r1 = results
     assert r1["rc"] == 3, describe(results)
     assert r0["result"] and "TimeoutError" in r0["result"].get("error", "") and \
@@ -104,7 +106,7 @@ def test_a_worker_that_dies_makes_the_others_fail_with_a_timeout_in_the_input_lo
 
 
 def test_a_worker_that_dies_during_run_makes_jax_terminate_the_others(tmp_path):
-    results = launch(tmp_path, "die_in_run", 2)
+    results = launch(tmp_path, "die_in_run", 2, heartbeat_timeout=4)  # (it expires: the wait)
     r0, r1 = results
     assert r0["rc"] != 0 and r0["result"] is None, describe(results)
     assert "stopped sending heartbeats" in r0["log"] or "another task died" in r0["log"], describe(results)

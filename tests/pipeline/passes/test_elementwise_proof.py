@@ -68,9 +68,20 @@ def _same_bits(x, y):
     return x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
 
 
-@settings(max_examples=2500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_what_is_proven_gives_the_per_element_bits(data):
+    _proven_gives_the_per_element_bits(data)
+
+
+@pytest.mark.slow
+@settings(max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_what_is_proven_gives_the_per_element_bits_soak(data):
+    _proven_gives_the_per_element_bits(data)
+
+
+def _proven_gives_the_per_element_bits(data):
     source = data.draw(expressions())
     fn = _function(source)
     da, db = data.draw(st.sampled_from(DTYPES)), data.draw(st.sampled_from(DTYPES))
