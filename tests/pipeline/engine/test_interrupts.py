@@ -15,6 +15,9 @@ import pytest
 
 _COMMON = """
 import os, signal, sys, threading, time
+# Python's own handler, as in a terminal: a shell that starts a job in the background (a CI runner's, nohup)
+# leaves SIGINT ignored in it, and that is inherited
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import numpy as np
 from jaxfeed.pipeline import AUTOTUNE, Dataset, Options, TensorSpec
 
@@ -108,8 +111,7 @@ sys.stderr = Watch()
 def stuck():
     yield 1
     os.kill(os.getpid(), signal.SIGINT)
-    while not hinted.wait(0.01):  # a read that takes long: the hint says why Ctrl-C did nothing yet
-        pass
+    hinted.wait(120)  # a read that takes long: the hint says why Ctrl-C did nothing yet
     yield 2
     yield 3
 

@@ -589,7 +589,8 @@ def test_a_script_that_leaves_remote_slots_open_exits_cleanly(tmp_path):
 
 # ------------------------------------------------------------------------------------------- Ctrl-C
 _CTRL_C_SCRIPT = """
-import sys, time
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # (not the ignore a background job inherits)
 import numpy as np
 from jaxfeed.pipeline import AUTOTUNE, Dataset, Options, TensorSpec
 from jaxfeed.pipeline.engine import remote_inner
@@ -659,6 +660,7 @@ def test_ctrl_c_is_the_consumers_to_handle_not_the_workers(tmp_path, workers, af
 
 _BLOCKED_SEND_SCRIPT = """
 import os, signal, sys, threading, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # (not the ignore a background job inherits)
 import numpy as np
 from jaxfeed.pipeline import AUTOTUNE, Dataset, Options, TensorSpec
 from jaxfeed.pipeline.engine import remote_inner
