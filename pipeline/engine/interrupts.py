@@ -13,7 +13,8 @@ default SIGINT handler in place:
   soon as the step returns -- at the caller's next line or the next Python call, whichever comes first. The
   step's element is delivered (``x = next(it)`` completes) and the iterator's state is the one after it;
   ``get_state`` in the ``except KeyboardInterrupt`` saves a position that resumes exactly.
-- A step still running ``HINT_SECONDS`` after the Ctrl-C prints why nothing happened yet.
+- A step still running ``HINT_SECONDS`` after the Ctrl-C prints why nothing happened yet (seen at its next
+  Python call: a step blocked inside C code the whole time says nothing).
 - A second Ctrl-C before the first was raised: raised at once, wherever it lands (a step stuck in a user's
   generator must stay interruptible); the iterator may not go on after that one.
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import time
 
 _step_codes: set = set()  # code objects of the iterator methods that are steps
 HINT_SECONDS = 1.0
@@ -36,6 +38,7 @@ HINT = ("jaxfeed: Ctrl-C is raised when the iterator's step returns (a step cut 
 _pending = False  # a Ctrl-C waits for its step's end
 _step_over = False  # ... which came: raise at the next line of the caller or the next call
 _top = _caller = None  # the step's outermost frame and its caller, while a Ctrl-C is pending
+_hint_at = None  # when to print ``HINT`` if the step still runs (time.monotonic)
 
 
 def step(*functions) -> None:
@@ -65,7 +68,7 @@ def _outermost_step(frame):
 
 
 def _on_interrupt(signum, frame):
-    global _pending, _step_over, _top, _caller
+    global _pending, _step_over, _top, _caller, _hint_at
     if _pending:
         _clear()  # the second Ctrl-C: at once
         signal.default_int_handler(signum, frame)
@@ -76,14 +79,17 @@ def _on_interrupt(signum, frame):
     top.f_trace = _trace_top
     _caller.f_trace = _trace_caller
     _caller.f_trace_lines = True
+    _hint_at = time.monotonic() + HINT_SECONDS
     sys.settrace(_trace_call)
-    hint = threading.Timer(HINT_SECONDS, _hint, args=(top,))
-    hint.daemon = True
-    hint.start()
 
 
-def _hint(top) -> None:
-    if _pending and _top is top:
+def _hint() -> None:
+    """Say why nothing happened yet, once, when the step still runs ``HINT_SECONDS`` after the Ctrl-C. (Checked
+    at the step's Python calls -- its waits poll -- not by a timer thread: a thread started from the handler
+    could wait forever on a lock of ``threading`` that the interrupted step held.)"""
+    global _hint_at
+    if _hint_at is not None and time.monotonic() >= _hint_at:
+        _hint_at = None
         print(HINT, file=sys.stderr, flush=True)
 
 
@@ -91,6 +97,7 @@ def _trace_call(frame, event, arg):
     """The thread's trace function while a Ctrl-C is pending: every call after the step's end raises it."""
     if _step_over and frame.f_code.co_name != "__del__":  # (raised in a finalizer it would be lost)
         _raise()
+    _hint()
     return None  # (no line events in the step's own calls)
 
 
@@ -113,7 +120,8 @@ def _raise():
 
 
 def _clear() -> None:
-    global _pending, _step_over, _top, _caller
+    global _pending, _step_over, _top, _caller, _hint_at
+    _hint_at = None
     sys.settrace(None)
     for frame in (_top, _caller):
         if frame is not None:
