@@ -72,14 +72,15 @@ class Answer:
     """A request's answer, once its worker's receiver thread took it off the pipe: ``value()`` waits for it
     and unpickles it on the thread that asks (the receiver only moves bytes, so it hardly needs the GIL)."""
 
-    __slots__ = ("data", "error", "done", "_value", "closes")
+    __slots__ = ("data", "error", "done", "_value", "opens", "closes")
 
-    def __init__(self, closes=None):
+    def __init__(self, opens=None, closes=None):
         self.data = None  # the pickled answer (a view of what the receiver took off the pipe)
         self.error = None  # a WorkerDiedError: the worker stopped before answering
         self.done = False
         self._value = _UNREAD
-        self.closes = closes  # the key a close request closes (its slot is no one's from then on)
+        self.opens = opens  # the key an open request opens (a slot held there once answered)
+        self.closes = closes  # the key a close request closes (the worker reads no more for it once answered)
 
     def value(self, workers: "InnerWorkers", worker: int):
         if self._value is _UNREAD:
@@ -128,9 +129,11 @@ class InnerWorkers:
         self._ids = itertools.count()
         self.closed = False
         self.broken = False  # a worker died: the next slots get new workers
-        self.busy = [ctx.RawValue("q", -1) for _ in range(n)]  # the key a worker reads ahead for now, or -1
+        self.dead = [False] * n  # a worker that died (or was stopped): requests to it fail at once
+        self.busy = [ctx.RawValue("q", -1) for _ in range(n)]  # the key a worker reads for now, or -1
+        self.held = [set() for _ in range(n)]  # keys of slots a worker opened (answered) and not closed here
         self.dropped = [set() for _ in range(n)]  # keys of slots closed here, until the worker closed them too
-        self.stuck = [None] * n  # the key a worker was stopped for: stuck reading ahead for a closed slot
+        self.stuck = [None] * n  # the key a worker was stopped for: stuck in a read for a closed slot
         try:
             for i in range(n):
                 mine, theirs = ctx.Pipe(duplex=True)
@@ -156,10 +159,11 @@ class InnerWorkers:
     def submit(self, worker: int, request) -> Answer:
         """Send ``request`` (``(op, key, *args)``) to ``worker`` without waiting for its answer."""
         if request[0] == "close":
-            self.dropped[worker].add(request[1])
-            answer = Answer(closes=request[1])
-        else:
-            answer = Answer()
+            with self.arrived[worker]:
+                self.held[worker].discard(request[1])
+                self.dropped[worker].add(request[1])
+        op = request[0]
+        answer = Answer(opens=request[1] if op == "open" else None, closes=request[1] if op == "close" else None)
         rid = next(self._ids)
         message = pickle.dumps((rid, *request), protocol=5)
         with self.order_lock:
@@ -186,16 +190,18 @@ class InnerWorkers:
                     self._stop_if_stuck(worker)
 
     def _stop_if_stuck(self, worker: int) -> None:
-        """Stop ``worker`` if it is reading ahead for a slot closed here while a request waits behind it.
+        """Stop ``worker`` if it is in a read for a slot closed here while a request waits behind it and it
+        holds no open slot (``arrived[worker]`` held).
 
         The workers outlive iterators. A generator that blocked in a read made ahead -- a server that never
         answers, a wait for something only the consumer would have done -- held its worker forever after its
         iterator was gone (a ``take(n)``, a ``break``), and every later slot sent there waited with it: the
-        next epoch hung. That read is no one's now; the worker is stopped instead (its slots' answers fail
-        with a WorkerDiedError saying why -- a slot not yet opened there is opened here -- and the next
-        iterator starts new workers)."""
+        next epoch hung. That read is no one's now, and no slot's state is lost with the worker; its opens
+        still waiting fail with a WorkerDiedError saying why (those slots open here instead), and the next
+        iterator starts new workers. A worker that holds a slot still open is left to its read."""
         key = self.busy[worker].value
-        if key >= 0 and key in self.dropped[worker] and self.procs[worker].is_alive():
+        if (key >= 0 and key in self.dropped[worker] and not self.held[worker] and self.stuck[worker] is None
+                and self.procs[worker].is_alive()):
             self.stuck[worker] = key
             self.procs[worker].terminate()
 
@@ -203,7 +209,7 @@ class InnerWorkers:
         """Note ``answer`` owed under ``rid``, then send the request (or fail it: the workers closed, or one
         died)."""
         with self.arrived[worker]:
-            if self.closed or self.broken:
+            if self.closed or self.dead[worker]:
                 self._fail(worker, answer, op)
                 return
             self.owed[worker][rid] = answer
@@ -256,6 +262,7 @@ class InnerWorkers:
                     continue
             except (EOFError, OSError, ValueError):
                 with cond:
+                    self.dead[worker] = True
                     if not self.closed:
                         self.broken = True
                     for answer in owed.values():
@@ -265,6 +272,8 @@ class InnerWorkers:
             (rid,) = RID.unpack_from(data)
             with cond:
                 answer = owed.pop(rid, None)  # None: its asker was interrupted before it had the answer
+                if answer is not None and answer.opens is not None and answer.opens not in self.dropped[worker]:
+                    self.held[worker].add(answer.opens)  # (opened there: its state is the worker's now)
                 if answer is not None and answer.closes is not None:
                     self.dropped[worker].discard(answer.closes)
                 if answer is not None:
@@ -409,6 +418,7 @@ class RemoteInner(Iterator):
             self._opened = None
         except Exception as e:  # noqa: BLE001 - what the worker cannot build is built here
             self._opened = None
+            self._workers.held[self._worker].discard(self._key)  # (the worker holds nothing of it)
             self._asked.clear()
             self._closed = True  # (nothing to close there)
             self._opener.failed_remotely(e)
