@@ -550,6 +550,36 @@ def test_a_worker_stuck_in_a_read_for_a_closed_iterator_does_not_hold_up_the_nex
     assert "first True\nsecond True\nthird True" in done.stdout, (done.stdout, done.stderr[-3000:])
 
 
+def test_a_worker_in_a_long_read_for_a_closed_slot_is_not_stopped_while_it_holds_an_open_one():
+    """The stop above is for a worker that holds nothing: stopping one in a long read for a closed slot while
+    it also held another iterator's open slot failed that slot's reads with a WorkerDiedError (a bug of the
+    first version of the stop, seen under load: every request to any worker failed after it)."""
+    ds_long = ported(long_rows, TensorSpec((), np.int64), files=2, cycle=2).with_options(opts())
+    want = sorted(int(x) for x in ds_long)  # (the next iterators open their slots in the workers)
+    live = iter(ds_long)
+    got = [int(next(live)) for _ in range(4)]  # a slot opened in each worker, held there, read ahead
+    it = iter(Dataset.range(2).interleave(
+        lambda i: Dataset.from_generator(sleeps_at_10, args=(i,), output_signature=TensorSpec((), np.int64)),
+        cycle_length=2, num_parallel_calls=AUTOTUNE).with_options(opts()))
+    assert [int(next(it)) for _ in range(4)] == [0, 1000, 1, 1001]  # the workers read ahead into the sleeps
+    it.close()  # (for no one now)
+    got += [int(x) for x in live]  # its reads ahead run out: a request waits behind a sleep, > POLL_SECONDS
+    assert sorted(got) == want
+    assert not remote_inner._workers.broken
+
+
+def long_rows(i):
+    for j in range(6000):
+        yield int(i) * 10000 + j
+
+
+def sleeps_at_10(i):
+    for j in range(40):
+        if j == 10:
+            time.sleep(3)
+        yield int(i) * 1000 + j
+
+
 def test_a_script_that_leaves_remote_slots_open_exits_cleanly(tmp_path):
     script = tmp_path / "left_open.py"
     script.write_text(textwrap.dedent("""
