@@ -378,6 +378,26 @@ def map_structure(fn: Callable, structure, *others):
     return pack_as(structure, [fn(x) for x in flatten(structure)])
 
 
+def read_only(leaf):
+    """``leaf``, or where it is a writable array a view of it that cannot be written through (the array itself
+    is left as it is: it may be the user's). Elements that jaxfeed hands out and keeps -- views of
+    ``from_tensor_slices``'s arrays, a cache's recording -- are such views: a function that wrote into one in
+    place changed the source, and every later epoch saw the change."""
+    if type(leaf) is np.ndarray and leaf.flags.writeable:
+        leaf = leaf.view()
+        leaf.flags.writeable = False
+    return leaf
+
+
+def read_only_element(element):
+    """``element`` with each array leaf ``read_only`` (a plain array: without walking a structure)."""
+    if type(element) is np.ndarray:
+        return read_only(element)
+    if _kind(element) == _LEAF:
+        return element
+    return pack_as(element, [read_only(x) for x in flatten(element)])
+
+
 def same_key_order(a, b) -> bool:
     """Every mapping of ``a`` lists its keys in the order of ``b``'s mapping at the same place (values
     and leaves are not compared)."""

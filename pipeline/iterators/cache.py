@@ -22,6 +22,7 @@ from .base import BlockIterator
 from .cache_file import CacheReader, CacheWriter, finished
 from ..engine.registry import builds
 from ..nodes.cache import Cache
+from ..structure import read_only_element
 
 log = logging.getLogger("jaxfeed")
 
@@ -91,6 +92,8 @@ class CacheIterator(BlockIterator):
             raise
         if mode == "write":
             if out:
+                if self._writer is None:  # kept and handed out again: read-only from the first pass on
+                    out = [read_only_element(e) for e in out]
                 self._record_block(out)
             else:
                 self._complete()
@@ -109,6 +112,8 @@ class CacheIterator(BlockIterator):
                 self._abandon_recording()
                 raise
             if self._mode == "write":
+                if self._writer is None:
+                    element = read_only_element(element)
                 self._record_block([element])
             return element
         return super()._next()  # a block of one
@@ -179,11 +184,12 @@ class CacheIterator(BlockIterator):
         if mode in ("write", "pass"):
             self._record(mode)
             self.input.set_state(state["input"])
-            self._recorded = list(state.get("recorded", []))
+            self._recorded = [read_only_element(e) for e in state.get("recorded", [])]
         elif mode == "read":
             if self._in_memory:
-                self.node.store.publish(state["elements"])
-                self._replay_memory(state["elements"], int(state["pos"]))
+                elements = [read_only_element(e) for e in state["elements"]]
+                self.node.store.publish(elements)
+                self._replay_memory(elements, int(state["pos"]))
             else:
                 self._replay_file(int(state["pos"]))
 

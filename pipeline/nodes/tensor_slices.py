@@ -34,7 +34,9 @@ class TensorSlices(Node):
             if size != n:
                 raise ValueError(f"from_tensor_slices: Dimensions {n} and {size} are not compatible (leading "
                                  f"dimension of component {first_path} vs {path}).")
-        self.data = structure.map_structure(np.asarray, data)
+        # elements are views of these arrays: read-only ones, so that no function can write into the source
+        # (the arrays themselves are not copied: the dataset reads them as they are when iterated)
+        self.data = structure.map_structure(lambda a: structure.read_only(np.asarray(a)), data)
         self._leaves = structure.flatten(self.data)
         self._single = not structure.is_nested(self.data)
         self._n = int(n)
@@ -78,7 +80,8 @@ class Tensors(Node):
             from ..errors import InvalidArgumentError
 
             raise InvalidArgumentError("from_tensors: the element is None.", "Tensors")
-        self.data = structure.normalize_data(tensors, "from_tensors input")
+        # the one element is handed out every epoch: read-only, or an in-place change would reach the next
+        self.data = structure.read_only_element(structure.normalize_data(tensors, "from_tensors input"))
         self._leaves = structure.flatten(self.data)
 
     def params(self):
