@@ -80,6 +80,7 @@ def repeated_runs(name, runs, tmp_path):
         run_example(name, out=tmp_path / f"run{i}.json")
 
 
+@pytest.mark.slow  # (each run_example checks the exit: the default run has the metrics test's two)
 def test_custom_training_tutorial_exits_cleanly_run_after_run(tmp_path):
     repeated_runs("custom_training_tutorial.py", 1, tmp_path)  # + the two runs above (10 runs: -m slow)
 
@@ -107,6 +108,7 @@ def test_distributed_input_tutorial_prints_tfs_values(tmp_path):
     assert r["preprocessed_batches"] == [[[1, 3], [0, 1]], [[3, 0], [1, 3]], [[0, 1], [3, 0]]]
 
 
+@pytest.mark.slow  # (each run_example checks the exit: the default run has the values test's)
 def test_distributed_input_tutorial_exits_cleanly_run_after_run(tmp_path):
     repeated_runs("distributed_input_tutorial.py", 1, tmp_path)  # + the run above: 2 (10 runs: -m slow)
 

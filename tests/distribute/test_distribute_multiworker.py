@@ -38,7 +38,7 @@ def single_process_reference(tmp_path, devices):
     return json.loads(out.read_text())
 
 
-@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("n", [2, pytest.param(3, marks=pytest.mark.slow)])  # (3 workers: -m slow)
 def test_workers_end_with_identical_variables_equal_to_a_single_process_run(tmp_path, n):
     results = launch(tmp_path, "train", n)
     assert_ok(results)

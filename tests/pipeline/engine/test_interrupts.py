@@ -111,7 +111,10 @@ sys.stderr = Watch()
 def stuck():
     yield 1
     os.kill(os.getpid(), signal.SIGINT)
-    hinted.wait(120)  # a read that takes long: the hint says why Ctrl-C did nothing yet
+    for _ in range(12000):  # a read that takes long: the hint says why Ctrl-C did nothing yet
+        if hinted.is_set():
+            break
+        time.sleep(0.01)
     yield 2
     yield 3
 
@@ -272,14 +275,14 @@ os._exit(0)  # (the workers go with the process)
 def test_ctrl_c_anywhere_in_a_step_leaves_the_stream_and_the_states_exact(tmp_path, kind, mode):
     script = tmp_path / "anywhere.py"
     script.write_text(_ANYWHERE)
-    count = 40 if mode == "line" else 20
+    count = 24 if mode == "line" else 16
     done = subprocess.run([sys.executable, str(script), kind, mode, str(count)], capture_output=True, text=True,
                           timeout=240, env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     out = done.stdout
     assert "same True resumed True" in out, (out, done.stderr[-3000:])
     raised = int(out.split("raised ")[1].split()[0])
     # the signals did come (waits: in the first steps at least, before the readers run ahead of the consumer)
-    assert raised >= (count // 2 if mode == "line" else 5), out
+    assert raised >= (count // 2 if mode == "line" else 4), out
 
 
 _DISTRIBUTED = _COMMON + """
