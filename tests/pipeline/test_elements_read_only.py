@@ -29,12 +29,16 @@ MAKERS = pytest.mark.parametrize("make", [
 ], ids=["slices", "slices-dict", "tensors", "cache"])
 
 
+def made(make):
+    """The source array, a copy of it, ``make(source)`` and its first epoch's values."""
+    source = np.arange(12, dtype=np.int64).reshape(4, 3)
+    ds = make(source)
+    return source, source.copy(), ds, values(ds)
+
+
 @MAKERS
 def test_writing_into_an_element_in_place_raises_and_changes_nothing(make):
-    source = np.arange(12, dtype=np.int64).reshape(4, 3)
-    keep = source.copy()
-    ds = make(source)
-    want = values(ds)
+    source, keep, ds, want = made(make)
     with pytest.raises(ValueError, match="read-only"):
         for x in ds:
             doubles_in_place(x)  # the user's loop
@@ -45,10 +49,7 @@ def test_writing_into_an_element_in_place_raises_and_changes_nothing(make):
 
 @MAKERS
 def test_a_map_that_writes_in_place_never_changes_a_later_epoch(make):
-    source = np.arange(12, dtype=np.int64).reshape(4, 3)
-    keep = source.copy()
-    ds = make(source)
-    want = values(ds)
+    source, keep, ds, want = made(make)
     try:  # (where the map's input is a copy -- a gather from the source -- it works on the copy)
         list(ds.map(doubles_in_place))
     except ValueError as e:

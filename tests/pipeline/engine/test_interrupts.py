@@ -26,6 +26,27 @@ def values(ds, n=None):
     for x in ds if n is None else ds.take(n):
         out.append(np.asarray(x).tolist())
     return out
+
+def consume(it, convert):
+    # every element, noting where a Ctrl-C was raised -- after a step (its element delivered: b holds it)
+    # or inside one -- and saving the state there
+    got, where, state = [], None, None
+    while True:
+        b = None
+        try:
+            b = next(it)
+            got.append(convert(b))
+            b = None
+        except StopIteration:
+            return got, where, state
+        except KeyboardInterrupt:
+            where = "after the step" if b is not None else "inside the step"
+            if b is not None:
+                got.append(convert(b))
+            try:
+                state = it.get_state()
+            except Exception as e:  # (after a second Ctrl-C the iterator may not go on)
+                print("get_state failed", type(e).__name__)
 """
 
 _ONE_STEP = _COMMON + """
@@ -49,24 +70,7 @@ want = values(ds)  # (the stream without the signal)
 hits.clear()
 if CASE == "traced":
     sys.settrace(lambda *a: None)  # a debugger or coverage runs: Ctrl-C is raised at once, as before
-it = iter(ds)
-got, where, state = [], None, None
-while True:
-    b = None
-    try:
-        b = next(it)
-        got.append(np.asarray(b).tolist())
-        b = None
-    except StopIteration:
-        break
-    except KeyboardInterrupt:
-        where = "after the step" if b is not None else "inside the step"
-        if b is not None:
-            got.append(np.asarray(b).tolist())
-        try:
-            state = it.get_state()
-        except Exception as e:  # (after a second Ctrl-C the iterator may not go on)
-            print("get_state failed", type(e).__name__)
+got, where, state = consume(iter(ds), lambda b: np.asarray(b).tolist())
 sys.settrace(None)
 print("where", where)
 print("same", got == want)
@@ -305,21 +309,7 @@ ds = Dataset.range(24).map(double).batch(4)
 hits.append(1)
 want = [local(b) for b in strategy.experimental_distribute_dataset(ds)]
 hits.clear()
-it = iter(strategy.experimental_distribute_dataset(ds))
-got, where = [], None
-while True:
-    b = None
-    try:
-        b = next(it)
-        got.append(local(b))
-        b = None
-    except StopIteration:
-        break
-    except KeyboardInterrupt:
-        where = "after the step" if b is not None else "inside the step"
-        if b is not None:
-            got.append(local(b))
-        state = it.get_state()
+got, where, state = consume(iter(strategy.experimental_distribute_dataset(ds)), local)
 print("where", where, "same", got == want)
 """
 
