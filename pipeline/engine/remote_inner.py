@@ -206,8 +206,8 @@ class InnerWorkers:
             self.procs[worker].terminate()
 
     def _write(self, worker: int, answer: Answer, rid: int, message: bytes, op: str) -> None:
-        """Note ``answer`` owed under ``rid``, then send the request (or fail it: the workers closed, or one
-        died)."""
+        """Note ``answer`` owed under ``rid``, then send the request (or fail it: the workers closed, or this
+        one died)."""
         with self.arrived[worker]:
             if self.closed or self.dead[worker]:
                 self._fail(worker, answer, op)
@@ -288,8 +288,8 @@ class InnerWorkers:
     def _died(self, worker: int, what: str) -> WorkerDiedError:
         proc = self.procs[worker]
         if self.stuck[worker] is not None:
-            how = ("was stopped: it was stuck in a read made ahead for a slot of an iterator closed since (its "
-                   "generator did not return)")
+            how = ("was stopped: it was stuck in a read for a slot of an iterator closed since (its generator "
+                   "did not return)")
         elif self.closed:
             how = "was stopped (the workers were closed)"
         else:

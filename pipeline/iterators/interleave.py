@@ -123,8 +123,8 @@ class Slot:
                 items, ended = self.iterator.read(size, stacked)
             else:
                 items, ended = read_block(self.iterator, size, stacked)
-        except KeyboardInterrupt:  # Ctrl-C at a wait of the consumer's read: the user's, now (engine.interrupts)
-            raise
+        except KeyboardInterrupt:  # a Ctrl-C raised inside a step (the forced second: engine.interrupts) is the
+            raise  # user's, now -- not a read error kept in the slot's place
         except BaseException as e:  # noqa: BLE001 - delivered in place; never leave a consumer waiting
             return [Failure(e)], self.iterator is None  # a slot that failed to open ends after its error
         if ended:

@@ -323,7 +323,7 @@ class ParallelInterleaveIterator(SlotCycle):
         self._lock.release()
         try:
             items, ended = self._timed_read(slot)
-        except BaseException:  # Ctrl-C at one of the read's waits: the slot reads again at the next call
+        except BaseException:  # a Ctrl-C raised inside the read (engine.interrupts): it reads again next call
             self._lock.acquire()
             slot.busy = False
             self._data_ready.notify_all()

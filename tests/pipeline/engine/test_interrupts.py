@@ -159,7 +159,8 @@ def test_a_handler_of_the_users_own_is_left_in_place(tmp_path):
 
 
 # Ctrl-C anywhere in the steps of pipelines that run threads and worker processes: at the n-th line the
-# step runs here, or in the n-th wait it calls (a simulated signal: ``_thread.interrupt_main``); the stream and the states must be those of an uninterrupted run.
+# step runs here, or in the n-th wait it calls (a simulated signal: ``_thread.interrupt_main``); the stream
+# and the states must be those of an uninterrupted run.
 _ANYWHERE = _COMMON + """
 import _thread
 from jaxfeed.pipeline.engine import remote_inner
