@@ -208,7 +208,10 @@ HERE = os.path.dirname(os.path.dirname(np.__file__))  # (not jaxfeed's: anything
 PIPELINE = os.path.dirname(sys.modules["jaxfeed.pipeline"].__file__)
 WAITS = ("threading.py", "queue.py", "connection.py", "selectors.py")
 
+injected = [0]  # Ctrl-Cs sent: each must surface once
+
 def interrupt_here(frame):
+    injected[0] += 1
     sys.settrace(None)
     while frame is not None:
         frame.f_trace = None
@@ -270,7 +273,7 @@ for k, state in states[:: max(1, len(states) // 4)]:
     again = iter(make(True))
     again.set_state(state)
     resumed &= [key(next(again)) for _ in range(2)] == want[k:k + 2]
-print("raised", raised, "same", got == want[:len(got)], "resumed", resumed, flush=True)
+print("injected", injected[0], "raised", raised, "same", got == want[:len(got)], "resumed", resumed, flush=True)
 os._exit(0)  # (the workers go with the process)
 """
 
@@ -285,9 +288,11 @@ def test_ctrl_c_anywhere_in_a_step_leaves_the_stream_and_the_states_exact(tmp_pa
                           timeout=240, env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     out = done.stdout
     assert "same True resumed True" in out, (out, done.stderr[-3000:])
-    raised = int(out.split("raised ")[1].split()[0])
-    # the signals did come (waits: in the first steps at least, before the readers run ahead of the consumer)
-    assert raised >= (count // 2 if mode == "line" else 4), out
+    injected, raised = int(out.split("injected ")[1].split()[0]), int(out.split("raised ")[1].split()[0])
+    assert raised == injected, out  # every Ctrl-C surfaced, once
+    # the signals did come: the steps run their lines whatever the machine's speed; a step waits only when the
+    # consumer is ahead of its producers (the first steps, as a rule; on a loaded machine perhaps none)
+    assert injected >= count // 2 or mode == "wait", out
 
 
 _DISTRIBUTED = _COMMON + """
