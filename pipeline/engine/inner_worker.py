@@ -57,7 +57,7 @@ AHEAD_BYTES = 8 << 20  # ...and bytes it holds read ahead, all its slots togethe
 # into an epoch. P6's reads are ~0.1 MiB: its ~5 MiB a worker of read-ahead stays under it
 
 
-def main(conn, consumer: int, busy=None) -> None:
+def main(conn, consumer: int, busy) -> None:
     """Answer ``conn``'s requests until the stop. ``busy`` (a shared int) holds the key of the slot this worker
     reads for while it does, else -1: the consumer stops a worker stuck there for a slot it closed
     (``InnerWorkers.wait``)."""
@@ -187,7 +187,7 @@ def _pickled(op: str, answer) -> bytes:
             f"the answer to {op} cannot be sent from the worker process: {type(e).__name__}: {e}")), protocol=5)
 
 
-def _read(inners, unsaved, key, size, stacked, busy=None):
+def _read(inners, unsaved, key, size, stacked, busy):
     """One read as ``Slot.read`` gives it, with the iterator's state before it: ``(items, ended, before)``; a
     read's error in place as a failure (the iterator stays, as the slot's does). A read past the end -- asked
     ahead before the end was known -- ends. ``busy`` holds ``key`` meanwhile (``main``)."""
@@ -195,15 +195,13 @@ def _read(inners, unsaved, key, size, stacked, busy=None):
     if it is None:
         return [], True, None
     before = _saved(it, unsaved)
-    if busy is not None:
-        busy.value = key
+    busy.value = key
     try:
         items, ended = read_block(it, size, stacked)
     except BaseException as e:  # noqa: BLE001 - in place, as ``Slot.read`` delivers a read's error
         return [Failure(_portable(e))], False, before
     finally:
-        if busy is not None:
-            busy.value = -1
+        busy.value = -1
     if type(items) is not Rows:
         items = [Failure(_portable(x.error)) if type(x) is Failure else x for x in items]
     return items, ended, before

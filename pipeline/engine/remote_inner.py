@@ -158,21 +158,21 @@ class InnerWorkers:
 
     def submit(self, worker: int, request) -> Answer:
         """Send ``request`` (``(op, key, *args)``) to ``worker`` without waiting for its answer."""
-        if request[0] == "close":
+        op, key = request[0], request[1]
+        if op == "close":
             with self.arrived[worker]:
-                self.held[worker].discard(request[1])
-                self.dropped[worker].add(request[1])
-        op = request[0]
-        answer = Answer(opens=request[1] if op == "open" else None, closes=request[1] if op == "close" else None)
+                self.held[worker].discard(key)
+                self.dropped[worker].add(key)
+        answer = Answer(opens=key if op == "open" else None, closes=key if op == "close" else None)
         rid = next(self._ids)
         message = pickle.dumps((rid, *request), protocol=5)
         with self.order_lock:
             later = self.queued[worker] > 0 or len(message) > DIRECT_BYTES
             if later:
                 self.queued[worker] += 1  # (counted first: an interrupt before the put leaves every later
-                self.outboxes[worker].put((answer, rid, message, request[0]))  # request queued, in order)
+                self.outboxes[worker].put((answer, rid, message, op))  # request queued, in order)
         if not later:
-            self._write(worker, answer, rid, message, request[0])
+            self._write(worker, answer, rid, message, op)
         return answer
 
     def call(self, worker: int, request):
