@@ -21,11 +21,13 @@ results: every element is mapped once, in order, and delivered first, whichever 
 rest (its input continues after the probe's elements).
 
 An element's trip to a worker and back is judged by what it costs on this machine: a fixed part, the pickling
-of a sample of elements and results (``transfer_seconds``), and their bytes written into fresh memory, once
-in this process and once in the worker (``moved_bytes`` x ``FRESH_WRITES`` x ``fresh_byte_seconds``, the last
-measured once per process): a first write to a page costs a page fault. On this loaded virtual machine
-(~0.8-1 ns a byte) P4's 12 KB images and 48 KB results cost the consumer alone 75-90 us of CPU a trip, where
-pickling them in cache took 10-25.
+of a sample of elements and results (``transfer_seconds``: what goes through the pipe -- the big arrays that
+travel in shared memory left out), the bytes that travel pickled written into fresh memory, once in this
+process and once in the worker (``moved_bytes`` x ``FRESH_WRITES`` x ``fresh_byte_seconds``, the last measured
+once per process: a first write to a page costs a page fault), and the big arrays copied once into a reused,
+already mapped slab (``slab_bytes`` x ``SLAB_BYTE_SECONDS``). On this loaded virtual machine (~0.8-1 ns a fresh
+byte) P4's 12 KB images and 48 KB results cost the consumer 75-90 us of CPU a trip when they were pickled;
+through the slabs (inputs stacked into one, results handed out viewing theirs) ~10.
 
 The cores the pipeline's other threads keep busy (measured in the warm-up and the probe; at least
 ``UPSTREAM_CORES`` when a parallel stage upstream runs on threads) are not the workers' to use: the gain
@@ -70,9 +72,11 @@ TRIP_SECONDS = 2e-6  # CPU an element's trip to a worker process and back costs 
 # ~1 us in the worker; measured with psutil on 2 cores): processes only pay for calls well above it
 TRANSFER_FACTOR = 2  # ...plus this many times the measured pickling both ways (big elements are copied
 # through the pipe or the slab as well as pickled)
-FRESH_WRITES = 2  # times each byte of an element and of its result is written into fresh memory on its trip:
-# once here (the task's block pickled into a new buffer; the results copied out of the slab into a new one)
-# and once in the worker (the task received into a new buffer; the results stacked into a new array)
+FRESH_WRITES = 2  # times each byte that travels pickled (strings, bytes, small arrays) is written into fresh
+# memory on its trip: once here (the task's block pickled into a new buffer) and once in the worker (received)
+SLAB_BYTE_SECONDS = 0.2e-9  # a byte of a big array copied into a slab already mapped (5 GB/s; P4's results were
+# copied out of a slab at 5.4 GB/s here): an input column stacked into the task's slab, a result stacked into
+# its slab by the worker (``shared_memory``); the consumer reads results where they lie (``SlabPool.hand_out``)
 FRESH_SAMPLE = 1 << 18  # bytes written into fresh memory to time it (64 pages of 4 KiB: ~0.3 ms at 1 ns a byte)
 MIN_GAIN = 1.1  # the speed-up processes must promise over one core: (calls x CPUs) / (calls + trips), the
 # calls timed on one thread (the warm-up): an 8 us tokeniser promises 1.13-1.21x on 2 CPUs and ran 1.17x
@@ -113,8 +117,9 @@ class Measurement:
     # machine is busy -- a loaded machine lowers both measures alike, so their ratio is what is judged)
     others: float = 0.0  # CPU seconds the process's other threads used during the probe (its readers...)
     warm_own: float = 0.0  # cores the process's other threads kept busy during the warm-up
-    moved_bytes: float = 0.0  # bytes of an element and of its result (``moved_bytes``): written into fresh
-    byte_seconds: float = 0.0  # memory on their trip (``trip_seconds``), this many CPU seconds a byte
+    moved_bytes: float = 0.0  # bytes of an element and of its result that travel pickled (``moved_bytes``):
+    byte_seconds: float = 0.0  # written into fresh memory on their trip (``trip_seconds``), CPU seconds a byte
+    slab_bytes: float = 0.0  # ...and those that travel in shared memory (``slab_bytes``)
 
     @property
     def cores(self) -> float:
@@ -135,7 +140,7 @@ class Measurement:
     @property
     def trip(self) -> float:
         """CPU seconds an element's trip to a worker and back costs beyond its call (``trip_seconds``)."""
-        return trip_seconds(self.transfer, self.moved_bytes, self.byte_seconds)
+        return trip_seconds(self.transfer, self.moved_bytes, self.byte_seconds, self.slab_bytes)
 
     @property
     def own(self) -> float:
@@ -176,8 +181,9 @@ def decide(m: Measurement, cpus: int, remaining: int | None = None) -> Decision:
     gain = per_call * max(0.0, cpus - own) / (per_call + trip)
     if gain < MIN_GAIN:
         return Decision("thread", f"too cheap to hand to processes: {_us(per_call)} per call, "
-                                  f"~{_us(trip)} to move an element there and back{_bytes(m.moved_bytes)} "
-                                  f"({gain:.2f}x on {cpus} CPUs at best{_less(own)})")
+                                  f"~{_us(trip)} to move an element there and back"
+                                  f"{_bytes(m.moved_bytes, m.slab_bytes)} ({gain:.2f}x on {cpus} CPUs at best"
+                                  f"{_less(own)})")
     if m.scaling < DISTURBED:  # (judged after the gain: a call too cheap for processes needs no new probe)
         if own >= OWN_CORES:
             return Decision("thread", f"probe disturbed (two threads got less CPU than one: {ratio}) by this "
@@ -204,38 +210,45 @@ NO_HOPE_GAIN = 1.0  # (cannot_pay) below this, processes would not even match on
 
 
 def cannot_pay(per_call: float, transfer: float, cpus: int, own: float = 0.0, moved_bytes: float = 0.0,
-               byte_seconds: float = 0.0) -> Decision | None:
+               byte_seconds: float = 0.0, slab_bytes: float = 0.0) -> Decision | None:
     """The decision after the warm-up alone when processes cannot pay even for a function that holds the GIL
     all the time: ``cpus`` workers at ``per_call`` (the warm-up's CPU seconds per call) each against an
     element's trip there and back, less the ``own`` cores the pipeline's other threads kept busy meanwhile
     (P3's interleave readers: the workers would share the cores with them). No two-thread probe then: it
     would only delay the first batch (the probe's elements wait for the input one chunk after another,
-    where threads would overlap them). ``transfer``, ``moved_bytes``, ``byte_seconds``: see ``trip_seconds``."""
+    where threads would overlap them). ``transfer``, ``moved_bytes``, ``byte_seconds``, ``slab_bytes``: see
+    ``trip_seconds``."""
     if cpus < 2:
         return Decision("thread", f"{cpus} CPU in the budget: processes cannot run side by side")
-    trip = trip_seconds(transfer, moved_bytes, byte_seconds)
+    trip = trip_seconds(transfer, moved_bytes, byte_seconds, slab_bytes)
     gain = per_call * max(0.0, cpus - own) / (per_call + trip)
     if gain < NO_HOPE_GAIN:
         return Decision("thread", f"too cheap to hand to processes: {_us(per_call)} per call, "
-                                  f"~{_us(trip)} to move an element there and back{_bytes(moved_bytes)} "
+                                  f"~{_us(trip)} to move an element there and back{_bytes(moved_bytes, slab_bytes)} "
                                   f"({gain:.2f}x on {cpus} CPUs at best{_less(own)})")
     return None
 
 
-def trip_seconds(transfer: float, moved_bytes: float = 0.0, byte_seconds: float = 0.0) -> float:
+def trip_seconds(transfer: float, moved_bytes: float = 0.0, byte_seconds: float = 0.0,
+                 slab_bytes: float = 0.0) -> float:
     """CPU seconds an element's trip to a worker and back costs beyond its call, consumer and worker
     together: a fixed part (``TRIP_SECONDS``), ``TRANSFER_FACTOR`` times its measured pickling both ways
-    (``transfer``), and its ``moved_bytes`` (element and result) written ``FRESH_WRITES`` times into fresh
-    memory at ``byte_seconds`` a byte, each page faulted in on its first write (the slab is reused: warm)."""
-    return TRIP_SECONDS + TRANSFER_FACTOR * transfer + FRESH_WRITES * moved_bytes * byte_seconds
+    (``transfer``), its ``moved_bytes`` (element and result, pickled) written ``FRESH_WRITES`` times into fresh
+    memory at ``byte_seconds`` a byte, each page faulted in on its first write, and its ``slab_bytes`` (big
+    arrays) copied once into a warm slab (``SLAB_BYTE_SECONDS``)."""
+    return (TRIP_SECONDS + TRANSFER_FACTOR * transfer + FRESH_WRITES * moved_bytes * byte_seconds
+            + slab_bytes * SLAB_BYTE_SECONDS)
 
 
 def _us(seconds: float) -> str:
     return f"{seconds * 1e6:.2f} us"
 
 
-def _bytes(moved: float) -> str:
-    return f" ({moved / 1024:.1f} KiB of element and result)" if moved >= 1024 else ""
+def _bytes(moved: float, slab: float = 0.0) -> str:
+    parts = [f"{moved / 1024:.1f} KiB of element and result" if moved >= 1024 else "",
+             f"{slab / 1024:.1f} KiB in shared memory" if slab >= 1024 else ""]
+    said = ", ".join(p for p in parts if p)
+    return f" ({said})" if said else ""
 
 
 def _less(own: float) -> str:
@@ -385,13 +398,17 @@ def transfer_seconds(elements: list, results: list, clock=time.thread_time) -> f
 
 
 def _round_trip(inputs: list, outputs: list, clock) -> float:
-    """The best of three: seconds to pickle and unpickle ``inputs`` and ``outputs`` stacked."""
+    """The best of three: seconds to pickle and unpickle ``inputs`` and ``outputs`` stacked, as they go
+    through the pipe: their big arrays travel in shared memory instead (``slab_bytes`` counts them)."""
     from .. import structure
 
     try:
         outputs = structure.stack(outputs) if outputs else outputs
     except Exception:  # noqa: BLE001 - results of different shapes travel one by one
-        pass
+        outputs = [_in_pipe(r, True) for r in outputs]
+    else:
+        outputs = _in_pipe(outputs, True)
+    inputs = [_in_pipe(x, type(x) in (np.ndarray, tuple, dict)) for x in inputs]
     best = float("inf")
     for _ in range(3):  # the first round trip of a type pays one-off costs (pickle's dispatch, imports)
         t0 = clock()
@@ -404,26 +421,60 @@ def _round_trip(inputs: list, outputs: list, clock) -> float:
     return best
 
 
-def moved_bytes(elements: list, results: list) -> float:
-    """Bytes of an element and of its result, on average over ``elements`` and ``results``: the buffers in
-    them (numpy arrays, bytes, str), which travel to a worker and back as bytes (an int or a float is a few
-    bytes of pickle: ``transfer_seconds`` has it)."""
+def _in_pipe(value, slab_kind: bool):
+    """``value`` as it goes through a worker's pipe: its big arrays left out when it is of a kind that sends
+    them in shared memory."""
     from .. import structure
-    from .blocks import Failure
+    from .shared_memory import MIN_SHM_BYTES
 
-    def size(values):
-        total = 0
+    if not slab_kind or not isinstance(value, (np.ndarray, tuple, list, dict)):
+        return value
+    leaves = structure.flatten(value)
+    kept = [None if type(x) is np.ndarray and x.dtype != object and x.ndim and x.nbytes >= MIN_SHM_BYTES else x
+            for x in leaves]
+    return structure.pack_as(value, kept)
+
+
+def moved_bytes(elements: list, results: list) -> float:
+    """Bytes of an element and of its result that travel pickled, on average over ``elements`` and
+    ``results``: the buffers in them (numpy arrays, bytes, str) but the big arrays that travel in shared
+    memory (``slab_bytes``). (An int or a float is a few bytes of pickle: ``transfer_seconds`` has it.)"""
+    return _split_bytes(elements, results)[0]
+
+
+def slab_bytes(elements: list, results: list) -> float:
+    """Bytes of an element and of its result that travel in shared memory (``shared_memory``), on average:
+    big arrays of a result, and of an element that is an array, a plain tuple or a plain dict."""
+    return _split_bytes(elements, results)[1]
+
+
+def _split_bytes(elements: list, results: list):
+    from .shared_memory import MIN_SHM_BYTES
+
+    def size(values, slab_kinds):
+        pickled = slab = 0
         for value in values:
             if type(value) is Failure:
                 continue
+            in_slab = slab_kinds is None or type(value) in slab_kinds
             for leaf in structure.flatten(value):
                 if isinstance(leaf, (bytes, bytearray, str)):
-                    total += len(leaf)
+                    pickled += len(leaf)
                 elif type(leaf) is np.ndarray and leaf.dtype != object:
-                    total += leaf.nbytes
-        return total
+                    if in_slab and leaf.nbytes >= MIN_SHM_BYTES and leaf.ndim:
+                        slab += leaf.nbytes
+                    else:
+                        pickled += leaf.nbytes
+        return pickled, slab
 
-    return size(elements) / len(elements) + size(results) / len(results) if elements and results else 0.0
+    if not elements or not results:
+        return 0.0, 0.0
+    from .. import structure
+    from .blocks import Failure
+
+    e_pickled, e_slab = size(elements, (np.ndarray, tuple, dict))  # what ``pack_block`` stacks
+    r_pickled, r_slab = size(results, None)
+    return e_pickled / len(elements) + r_pickled / len(results), e_slab / len(elements) + r_slab / len(results)
 
 
 _fresh_byte_seconds: float | None = None  # measured once per process (``fresh_byte_seconds``)

@@ -155,8 +155,9 @@ class _Chooser(Iterator):
         if quick is not None:
             return results, position, quick, False
         moved, byte_seconds = executor_choice.moved_bytes(block, mapped), self.byte_seconds()
+        slab = executor_choice.slab_bytes(block, mapped)
         quick = executor_choice.cannot_pay(per_call, executor_choice.transfer_seconds(block, mapped), cpus, own,
-                                           moved, byte_seconds)
+                                           moved, byte_seconds, slab)
         if quick is not None:
             return results, position, quick, False
         for _ in range(executor_choice.MAX_PROBES):
@@ -167,7 +168,7 @@ class _Chooser(Iterator):
             if len(block) >= 2:
                 mapped, measured = self.probe(self._run_block, block, position, solo, self.clock, self.cpu_clock)
                 measured = dataclasses.replace(measured, solo_per_call=per_call, warm_own=own,
-                                               moved_bytes=moved, byte_seconds=byte_seconds)
+                                               moved_bytes=moved, byte_seconds=byte_seconds, slab_bytes=slab)
             else:
                 mapped = self._run(block, position)
             results += mapped

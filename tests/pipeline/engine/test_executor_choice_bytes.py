@@ -1,8 +1,9 @@
-"""An element's trip to a worker process costs its bytes: the process map writes an element and its result
-into fresh memory here and in the worker (``executor_choice.FRESH_WRITES``), a page fault per page. The
-choice counts them at a cost per byte measured once per process, so big elements whose call is cheap
-(P4's 12 KB images, 48 KB results) stay on threads where small ones of the same cost go to processes.
-Fake clocks and a faked cost per byte: no test depends on the machine's speed."""
+"""An element's trip to a worker process costs its bytes: what travels pickled is written into fresh memory
+here and in the worker (``executor_choice.FRESH_WRITES``), a page fault per page; big arrays travel in
+shared memory that is already mapped (``SLAB_BYTE_SECONDS``). The choice counts pickled bytes at a cost per
+byte measured once per process, so big pickled elements whose call is cheap stay on threads where small ones
+of the same cost -- or big arrays -- go to processes. Fake clocks and a faked cost per byte: no test depends
+on the machine's speed."""
 
 import dataclasses
 
@@ -47,9 +48,42 @@ def test_moved_bytes_counts_the_buffers_of_an_element_and_of_its_result():
     elements = [(np.int64(i), np.zeros((4, 4, 3), np.uint8)) for i in range(3)]  # 48 bytes of image each
     results = [{"image": np.zeros((4, 4, 3), np.float32), "text": "abcd", "raw": b"xy"} for _ in range(3)]
     assert executor_choice.moved_bytes(elements, results) == 48 + 192 + 4 + 2
+    assert executor_choice.slab_bytes(elements, results) == 0  # small arrays are pickled
     assert executor_choice.moved_bytes([1, 2], [3, 4]) == 0  # Python numbers: a few bytes of pickle
     assert executor_choice.moved_bytes([b"abcd", b"ab"], [Failure(ValueError()), b"x"]) == 3 + 0.5
     assert executor_choice.moved_bytes([], []) == 0
+
+
+def test_big_arrays_travel_in_shared_memory_and_are_counted_apart():
+    """P4: a 12 KiB image (in a plain tuple) and a 48 KiB result go through the slabs; a big array inside an
+    element the process map does not take apart (a namedtuple), and big bytes, are pickled."""
+    import collections
+
+    elements = [(np.int64(i), np.zeros((64, 64, 3), np.uint8)) for i in range(2)]
+    results = [np.zeros((64, 64, 3), np.float32) for _ in range(2)]
+    assert executor_choice.slab_bytes(elements, results) == 12288 + 49152
+    assert executor_choice.moved_bytes(elements, results) == 0
+    Pair = collections.namedtuple("Pair", "i image")
+    elements = [Pair(np.int64(i), np.zeros((64, 64, 3), np.uint8)) for i in range(2)]
+    results = [bytes(20000) for _ in range(2)]
+    assert executor_choice.slab_bytes(elements, results) == 0
+    assert executor_choice.moved_bytes(elements, results) == 12288 + 20000
+    m = dataclasses.replace(gil_bound(per_call=50e-6, transfer=10e-6), slab_bytes=60 * KIB, byte_seconds=NS)
+    assert m.trip == pytest.approx(executor_choice.TRIP_SECONDS + 2 * 10e-6
+                                   + 60 * KIB * executor_choice.SLAB_BYTE_SECONDS)
+    assert decide(m, cpus=2).executor == "process"
+
+
+def test_the_pickling_timed_leaves_out_what_travels_in_shared_memory(monkeypatch):
+    """``transfer_seconds`` pickles what goes through the pipe: a block of images costs as little as a
+    block of their indices."""
+    pickled = []
+    real = executor_choice.pickle.dumps
+    monkeypatch.setattr(executor_choice.pickle, "dumps", lambda obj, **kw: pickled.append(real(obj, **kw)) or pickled[-1])
+    elements = [(np.int64(i), np.zeros((64, 64, 3), np.uint8)) for i in range(8)]
+    results = [np.zeros((64, 64, 3), np.float32) for _ in range(8)]
+    executor_choice.transfer_seconds(elements, results)
+    assert pickled and max(len(p) for p in pickled) < 4096
 
 
 def test_the_cost_of_a_byte_is_the_least_cpu_time_of_writes_into_fresh_memory():
@@ -59,7 +93,13 @@ def test_the_cost_of_a_byte_is_the_least_cpu_time_of_writes_into_fresh_memory():
 
 
 def big(x):
-    """A cheap call with a big result (64 KiB), like P4's image augmentation."""
+    """A cheap call with a big result (64 KiB) that travels pickled (bytes)."""
+    return bytes(65536) + str(x).encode()
+
+
+def big_array(x):
+    """A cheap call with a big array result (64 KiB), like P4's image augmentation: it travels in shared
+    memory."""
     return np.full(8192, float(x))
 
 
@@ -67,12 +107,14 @@ def small(x):
     return np.full(2, float(x))
 
 
-@pytest.mark.parametrize("fn, executor", [(big, "thread"), (small, "process")], ids=["big", "small"])
+@pytest.mark.parametrize("fn, executor", [(big, "thread"), (small, "process"), (big_array, "process")],
+                         ids=["big", "small", "big-array"])
 def test_with_a_costly_byte_big_elements_stay_on_threads_where_small_ones_go_to_processes(measured, monkeypatch,
                                                                                            fn, executor):
     """Same calls (the fake clocks make each 0.25-0.5 ms), same probe (holds the GIL), same free pickling:
-    only the bytes differ. At 10 ns a byte (a machine whose page faults are slow) 64 KiB written twice cost
-    1.3 ms, far more than the call: threads, without a probe; 16 bytes cost nothing: processes."""
+    only the bytes differ. At 10 ns a byte (a machine whose page faults are slow) 64 KiB pickled and written
+    twice cost 1.3 ms, far more than the call: threads, without a probe; 16 bytes cost nothing, and 64 KiB of
+    array travel in shared memory (~13 us): processes."""
     probe = measured(HOLDS)
     monkeypatch.setattr(chosen_map._Chooser, "byte_seconds", staticmethod(lambda: 10 * NS))
     monkeypatch.setattr(executor_choice, "transfer_seconds", lambda elements, results, clock=None: 0.0)
