@@ -25,6 +25,11 @@ def _reset_global_seed():
         config._reset_for_tests()
     except (ImportError, AttributeError):
         pass
+    import sys
+
+    process_map = sys.modules.get("jaxfeed.pipeline.iterators.process_map")
+    if process_map is not None:  # map workers kept for a next iterator are not the next test's
+        process_map.close_idle_pools()
 
 
 class ThreadClock:

@@ -84,6 +84,33 @@ def fresh_random_state() -> None:
     np.random.seed()
 
 
+KEEP_FREED_BYTES = 64 << 20  # (``keep_freed_memory``)
+
+
+def keep_freed_memory() -> None:
+    """In a worker (glibc only): freed memory is kept for the next task instead of going back to the system.
+
+    A map worker's results -- a block of P4's 48 KB images, 6 MB -- are freed once stacked into the shared
+    slab, and glibc gives freed memory at the top of its heap back to the system whenever it exceeds 128 KB;
+    the next block then page-faults all of it in again: 10 faults an image, as much time as the function's
+    own work on this machine. (A process that itself allocates something big -- the hand loop's ``np.stack``
+    of a batch -- is spared: glibc raises both thresholds when it frees a big block; a worker that stacks into
+    shared memory never does.) Fixed thresholds of ``KEEP_FREED_BYTES`` do what that raise does. A worker is
+    our process, with the user's function alone in it; the user's own process is left as it is."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to set
+        return
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    mallopt(m_trim_threshold, KEEP_FREED_BYTES)
+    mallopt(m_mmap_threshold, 32 << 20)  # (glibc's largest: blocks above it are mapped and unmapped each time)
+
+
 WATCH_SECONDS = 1.0  # how often a worker checks that its consumer lives (``outlive_no_consumer``)
 
 

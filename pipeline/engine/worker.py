@@ -24,8 +24,8 @@ from .. import structure
 from ..iterators.batch import stack_fast
 from .blocks import Failure, apply_block
 from ..iterators.map import rng_factory
-from .processes import fresh_random_state, ignore_interrupts, outlive_no_consumer, take_environment
-from .shared_memory import attach, has_big_leaf, pack_leaves
+from .processes import fresh_random_state, ignore_interrupts, keep_freed_memory, outlive_no_consumer, take_environment
+from .shared_memory import STOP, SlabWriter, attach, has_big_leaf, unpack_block
 
 STACKED = "stacked"  # results tag: one stacked batch instead of a list of elements
 
@@ -36,6 +36,7 @@ def main(conn, fn_bytes: bytes, label: str, environ: dict, consumer: int) -> Non
     ignore_interrupts()
     outlive_no_consumer(consumer)
     fresh_random_state()
+    keep_freed_memory()
     take_environment(environ)  # (multiprocessing sets the working directory already)
     try:
         fn = cloudpickle.loads(fn_bytes)
@@ -49,36 +50,45 @@ def main(conn, fn_bytes: bytes, label: str, environ: dict, consumer: int) -> Non
             message = conn.recv_bytes()
         except (EOFError, OSError):
             return
-        task = pickle.loads(message)
-        if task is None:
+        if message == STOP:
             break
-        task_id, position, block, unpack, slab_name, seeds, iteration, stack = task
-        key = (seeds, iteration)
-        if key not in factories:
-            factories = {key: rng_factory(seeds, iteration)}
-        t0 = time.perf_counter()
-        results, failed = apply_block(fn, block, unpack, label, position, factories[key])
-        elements = results  # as the function made them: what to send one by one if the block cannot cross
-        tag = None
-        if stack and not failed and results and not _has_0d_array(results[0]):
-            try:
-                results, tag = [stack_fast(results, f"batch ({label})")], STACKED
-            except Exception:  # noqa: BLE001 - ragged elements travel one by one
-                pass
-        per_element = (time.perf_counter() - t0) / max(1, len(block))
-        used = 0
-        if failed:
-            results = [Failure(_portable(r.error)) if type(r) is Failure else r for r in results]
-        else:
-            results, used = _to_slab(results, slab_name, slabs)
-        try:
-            answer = pickle.dumps((task_id, per_element, slab_name, used, tag, results), protocol=5)
-        except Exception:  # noqa: BLE001 - an element that cannot cross (an object array of locks...)
-            results = _picklable(elements, label, position)
-            answer = pickle.dumps((task_id, per_element, slab_name, 0, None, results), protocol=5)
-        conn.send_bytes(answer)
+        conn.send_bytes(_answer(fn, label, message, slabs, factories))
     for slab in slabs.values():
-        slab.close()
+        _detach(slab)
+
+
+_KEPT: list = []
+
+
+def _answer(fn, label: str, message: bytes, slabs: dict, factories: dict) -> bytes:
+    """Run one task; its answer's bytes. (A function of its own, so that the views of the slabs it made --
+    inputs, stacked results -- are gone when it returns.)"""
+    task_id, position, block, unpack, slab_name, seeds, iteration, stack = _read_task(message, slabs)
+    key = (seeds, iteration)
+    if key not in factories:
+        factories.clear()
+        factories[key] = rng_factory(seeds, iteration)
+    t0 = time.perf_counter()
+    results, failed = apply_block(fn, block, unpack, label, position, factories[key])
+    elements = results  # as the function made them: what to send one by one if the block cannot cross
+    tag = None
+    writer = SlabWriter(_attached(slab_name, slabs))
+    if stack and not failed and results and not _has_0d_array(results[0]):
+        try:  # like arrays are stacked straight into the slab (``writer.alloc``)
+            results, tag = [stack_fast(results, f"batch ({label})", writer.alloc)], STACKED
+        except Exception:  # noqa: BLE001 - ragged elements travel one by one
+            pass
+    per_element = (time.perf_counter() - t0) / max(1, len(block))
+    used = 0
+    if failed:
+        results = [Failure(_portable(r.error)) if type(r) is Failure else r for r in results]
+    else:
+        results, used = _to_slab(results, writer)
+    try:
+        return pickle.dumps((task_id, per_element, slab_name, used, tag, results), protocol=5)
+    except Exception:  # noqa: BLE001 - an element that cannot cross (an object array of locks...)
+        results = _picklable(elements, label, position)
+        return pickle.dumps((task_id, per_element, slab_name, 0, None, results), protocol=5)
 
 
 def _picklable(results: list, label: str, position: int) -> list:
@@ -109,25 +119,53 @@ def _has_0d_array(result) -> bool:
     return any(type(leaf) is np.ndarray and leaf.ndim == 0 for leaf in leaves)
 
 
-def _to_slab(results: list, slab_name, slabs: dict):
-    """Move big array leaves into the slab; returns (results, bytes used) or (results, -bytes needed)."""
+MAX_ATTACHED = 16  # slabs a worker keeps mapped (``_attached``)
+
+
+def _attached(slab_name, slabs: dict):
+    """The buffer of the consumer's slab ``slab_name`` (attached once, kept while used), or None (none
+    lent). The consumer makes new slabs while the user holds results that view old ones (``hand_out``) and
+    unlinks those it drops; a worker keeps the ``MAX_ATTACHED`` it used last mapped, the others are unmapped
+    (their memory is freed once nobody maps them)."""
+    if slab_name is None:
+        return None
+    slab = slabs.pop(slab_name, None)
+    if slab is None:
+        slab = attach(slab_name)
+        while len(slabs) >= MAX_ATTACHED:
+            _detach(slabs.pop(next(iter(slabs))))
+    slabs[slab_name] = slab  # (last used last)
+    return slab.buf
+
+
+def _detach(slab) -> None:
+    try:
+        slab.close()
+    except BufferError:  # the function kept a view of a slab (an input it stored): the exit unmaps it
+        _KEPT.append(slab)  # (no __del__ to fail again: a worker process ends with os._exit)
+
+
+def _read_task(message: bytes, slabs: dict):
+    """A task from its message: its block's stacked input columns view the input slab (``inbox``)."""
+    task_id, position, block, unpack, slab_name, inbox, seeds, iteration, stack = pickle.loads(message)
+    block = unpack_block(block, _attached(inbox, slabs))
+    return task_id, position, block, unpack, slab_name, seeds, iteration, stack
+
+
+def _to_slab(results: list, writer: SlabWriter):
+    """Move big array leaves into the slab (those already stacked there are referred to); returns (results,
+    bytes used) or (results, -bytes needed)."""
     flat = [structure.flatten(r) for r in results]
     if not any(has_big_leaf(leaves) for leaves in flat):
         return results, 0
-    buf = None
-    if slab_name is not None:
-        if slab_name not in slabs:
-            slabs[slab_name] = attach(slab_name)
-        buf = slabs[slab_name].buf
-    out, offset = [], 0
+    out = []
     for r, leaves in zip(results, flat):
-        packed, end = pack_leaves(leaves, buf, offset)
+        packed, end = writer.pack(leaves)
         if packed is None:  # no room: everything travels pickled; tell the consumer the size needed
             needed = end + sum(_size(x) for rest in flat[len(out) + 1:] for x in rest)
             return results, -max(needed, 1)
         out.append(structure.pack_as(r, packed) if structure.is_nested(r) else packed[0])
-        offset = end
-    return out, offset
+    return out, writer.offset
 
 
 def _size(x) -> int:

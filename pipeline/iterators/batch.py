@@ -34,6 +34,8 @@ class BatchIterator(Iterator):
         self._label = node.label()
         self._parallel = node.num_parallel_calls is not None
         self._rows = getattr(self.input, "stacks_rows", False)
+        if self._rows and hasattr(self.input, "rows_per_batch"):  # a process map: blocks of whole batches
+            self.input.rows_per_batch = self._size
         # a plain random-access stream (not a wrapper or another index stream): its indices are consecutive
         # positions, so a batch is a span the node gathers without an index array (``Node.gather_span``)
         self._spans = type(self.input) is RandomAccessIterator
@@ -213,13 +215,14 @@ class _Ready:
         return self._value
 
 
-def stack_fast(elements: list, what: str):
+def stack_fast(elements: list, what: str, alloc=None):
     """``structure.stack`` that writes into one preallocated array per leaf when the elements agree in type,
     dtype and shape (the common case); anything else -- strings, ragged shapes, mixed dtypes -- goes to
-    ``structure.stack``, which also produces the error messages."""
+    ``structure.stack``, which also produces the error messages. ``alloc(dtype, shape)``, when given, may
+    provide the array a leaf of like arrays is stacked into (``join_arrays``)."""
     first = elements[0]
     if not structure.is_nested(first):
-        out = stack_leaf_fast(elements, first)
+        out = stack_leaf_fast(elements, first, alloc)
         return out if out is not None else structure.stack(elements, what=what)
     columns = _flat_columns(elements, first)
     if columns is _OTHER:
@@ -230,7 +233,7 @@ def stack_fast(elements: list, what: str):
         columns = list(zip(*[structure.flatten(e) for e in elements]))
     leaves = []
     for col in columns:
-        out = stack_leaf_fast(col, col[0])
+        out = stack_leaf_fast(col, col[0], alloc)
         if out is None:
             return structure.stack(elements, what=what)
         leaves.append(out)
@@ -285,9 +288,9 @@ def stack_plain_tuples(values: list):
     return tuple(leaves)
 
 
-def stack_leaf_fast(values, v0):
+def stack_leaf_fast(values, v0, alloc=None):
     """``values`` (``v0`` is the first) as one array when they are all arrays of one dtype and shape, or all
-    numpy scalars of one type (not strings or dates); else None."""
+    numpy scalars of one type (not strings or dates); else None. (``alloc``: see ``join_arrays``.)"""
     t = type(v0)
     if t is np.ndarray:
         dtype, shape = v0.dtype, v0.shape
@@ -296,7 +299,7 @@ def stack_leaf_fast(values, v0):
         for v in values:
             if type(v) is not np.ndarray or v.shape != shape or v.dtype != dtype:
                 return None
-        return join_arrays(values, dtype, shape)
+        return join_arrays(values, dtype, shape, alloc)
     if t is bytes:  # scalar strings (records, lines, text fields): an object array, as ``structure.stack``
         if operator.countOf(map(type, values), bytes) != len(values):
             return None
@@ -318,13 +321,21 @@ def _load_join():
 _join = _load_join()
 
 
-def join_arrays(values, dtype, shape):
+def join_arrays(values, dtype, shape, alloc=None):
     """Arrays all of ``dtype`` and ``shape`` (checked by the caller) as one new writable array.
     Joining their bytes copies them in one C loop: ~12x faster than assigning 570 arrays of 32 int32
     one by one, ~25% for 128 images; the C join copies a large batch without the GIL, so that the other
     threads of a parallel map go on meanwhile (P4 as ported on two threads: ~6%). An array that is not
-    C-contiguous has no plain buffer and goes by assignment, as does a batch of empty arrays."""
+    C-contiguous has no plain buffer and goes by assignment, as does a batch of empty arrays.
+
+    ``alloc(dtype, shape)`` may return the array to write into instead (a map worker process stacks a block
+    straight into the shared memory that carries it back: ``engine/worker.py``), or None for a new one."""
     n = len(values)
+    if alloc is not None:
+        out = alloc(dtype, (n,) + shape)
+        if out is not None:
+            np.stack(values, out=out)
+            return out
     size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if size:
         try:

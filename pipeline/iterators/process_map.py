@@ -6,7 +6,19 @@
   ``DEPTH`` tasks. A map that AUTOTUNE moved here from threads (``iterators/chosen_map.py``) starts its
   workers on a thread of their own instead (``start_in_background``) and maps on the consumer's thread
   until they are up.
-- Results come back pickled, big numpy leaves through a reusable slab (``shared_memory.SlabPool``).
+- Big numpy arrays cross in shared memory (``engine/shared_memory.py``): a task's input columns of like arrays
+  stacked into an input slab (the worker's elements view it), its results stacked by the worker straight
+  into a result slab and handed out where they lie (``SlabPool.hand_out``: the slab is lent again once nothing
+  views it; past the budget, copied out). The rest is pickled. A block of half a batch or more ends on a
+  batch boundary (``_sized``), so a batch above is one worker's block, and a task's results stay under
+  ``TASK_BYTES``. (P4 as ported, explicit ``executor="process"``: 11-14k img/s with pickled inputs and results
+  copied out, against 22-26k on two threads; 26.9k now, threads 26.6k in the same run. A function that holds
+  the GIL over 48 KB results -- 27 us a call -- 44k img/s in processes, 32k on two threads, 47k the one-thread
+  hand loop.)
+- Pools outlive iterators: one that ran to its end (every task answered) is kept idle (``_Pool.retire``,
+  ``KEEP_IDLE`` at most) and serves the next iterator of the same pickled function with the same working
+  directory and environment (``open_pool``); starting workers (30-100 ms) and faulting in new slabs cost
+  every epoch ~10-15% before. ``close_idle_pools`` (also at exit) stops them; a forked child forgets them.
 - Failures in the function arrive in their element's slot, with their type. A worker that dies is noticed
   while waiting (its process sentinel is waited on with the pipes): ``WorkerDiedError`` names it.
 - ``num_parallel_calls=AUTOTUNE`` starts one worker per CPU of ``Options.autotune.cpu_budget`` (or
@@ -17,11 +29,13 @@
   moves: a worker left out finishes its tasks and idles.
 - ``get_state`` waits for the tasks in flight and keeps their results in the state (nothing lost or
   repeated). ``close`` -- also run by the context, by ``weakref.finalize`` on garbage collection and at
-  interpreter exit -- stops the workers and unlinks every slab.
+  interpreter exit -- retires the pool: kept when every task was answered, else its workers stopped and
+  every slab unlinked (answers still due would reach the next iterator).
 """
 
 from __future__ import annotations
 
+import atexit
 import collections
 import itertools
 import logging
@@ -41,7 +55,7 @@ from ..engine.pool import thread_cap
 from ..engine.blocks import Delivery, DeliveringIterator, Failure, StackedDelivery, apply_block
 from .base import count_held, finalizing
 from .map import HandedOverByProbe, node_seeds, rng_factory
-from ..engine.shared_memory import SlabPool, unpack_leaves
+from ..engine.shared_memory import STOP, Columns, SlabPool, SlabWriter, handout_budget, pack_block, unpack_leaves
 from ..engine.worker import STACKED
 from ..engine.processes import mp_context, start_without_main, worker_reason
 from ..engine.processes import stop as stop_processes
@@ -51,6 +65,9 @@ log = logging.getLogger("jaxfeed")
 TARGET_TASK_SECONDS = 0.008  # per task: the consumer's cost per task (pickle the block, receive, restore) is
 # CPU the workers lack on a small machine; 8 ms tasks made P5 ~10% faster than 4 ms on 2 cores (16 ms: no better)
 MAX_BLOCK = 1024
+TASK_BYTES = 8 << 20  # results of a task in shared memory at most: a slab is faulted in once per worker and
+# reused, and the smaller the slabs the fewer pages that costs (P4's 48 KB results, 30 us calls: tasks of 266
+# elements took 13-16 MB slabs, half of an epoch's results went through slabs new to the worker)
 DEPTH = 2  # tasks in flight per worker: one running, one queued behind it
 HERE_SECONDS = 0.002  # a block mapped on the consumer's thread while the workers start (start_in_background)
 YIELD_SECONDS = 0.0002  # ...and between two such blocks, a wait on the starting thread that lets it have the GIL:
@@ -62,10 +79,11 @@ JOIN_SECONDS = 2.0
 STOP_SECONDS = 0.1
 
 class _Task:
-    __slots__ = ("id", "worker", "position", "size", "slab", "result")
+    __slots__ = ("id", "worker", "position", "size", "slab", "inbox", "result")
 
-    def __init__(self, task_id, worker, position, size, slab, result=None):
+    def __init__(self, task_id, worker, position, size, slab, result=None, inbox=None):
         self.id, self.worker, self.position, self.size, self.slab = task_id, worker, position, size, slab
+        self.inbox = inbox  # the input slab lent with the task (None: its inputs are all in the message)
         self.result = result  # (results, failed, tag) once it arrived
 
 
@@ -79,35 +97,45 @@ def _send_loop(conn, outbox: queue.SimpleQueue) -> None:
             conn.send_bytes(message)
         except (OSError, ValueError):
             return  # the worker is gone; the consumer learns it from the process sentinel
-        if message is _STOP_BYTES:
+        if message is STOP:
             return
 
 
-_STOP_BYTES = pickle.dumps(None)
+def open_pool(fn, label: str, n: int) -> "_Pool":
+    """Workers for ``fn``: an idle pool an earlier iterator left for the same function (``_Pool.retire``), or
+    a new one. The function is pickled either way: a pool is reused only for the very same bytes -- a
+    function defined in ``__main__`` or locally is pickled with the values it closes over, and workers
+    holding an older copy would run stale values."""
+    import cloudpickle
+
+    why_not = worker_reason()
+    if why_not is not None:
+        raise InvalidArgumentError(f"{label}: executor='process' cannot start its workers: {why_not}. Use "
+                                   f"executor='thread' (or num_parallel_calls=AUTOTUNE with no executor, "
+                                   f"which stays on threads there).", label)
+    try:
+        fn_bytes = cloudpickle.dumps(fn)
+    except Exception as e:  # noqa: BLE001 - say which function and why, keep the cause
+        raise TypeError(f"{label}: executor='process' needs a function cloudpickle can serialise, and "
+                        f"{getattr(fn, '__qualname__', fn)!r} is not: {e}") from e
+    pool = _take_idle((fn_bytes, label, n))
+    return pool if pool is not None else _Pool(fn_bytes, label, n)
 
 
 class _Pool:
     """Processes, pipes, sender threads and slabs: everything ``close`` must release, with no reference to
     the iterator (so ``weakref.finalize`` can run it when the iterator is collected)."""
 
-    def __init__(self, fn, label: str, n: int):
-        import cloudpickle
-
-        why_not = worker_reason()
-        if why_not is not None:
-            raise InvalidArgumentError(f"{label}: executor='process' cannot start its workers: {why_not}. Use "
-                                       f"executor='thread' (or num_parallel_calls=AUTOTUNE with no executor, "
-                                       f"which stays on threads there).", label)
-        try:
-            fn_bytes = cloudpickle.dumps(fn)
-        except Exception as e:  # noqa: BLE001 - say which function and why, keep the cause
-            raise TypeError(f"{label}: executor='process' needs a function cloudpickle can serialise, and "
-                            f"{getattr(fn, '__qualname__', fn)!r} is not: {e}") from e
+    def __init__(self, fn_bytes: bytes, label: str, n: int):
         ctx = mp_context()
-        self.slabs = SlabPool(n, DEPTH)
+        self.key = (fn_bytes, label, n)
+        self.cwd, self.environ = os.getcwd(), dict(os.environ)  # what the workers started with
+        self.slabs = SlabPool(n, DEPTH, handout_budget())  # results
+        self.inboxes = SlabPool(n, DEPTH)  # the tasks' big input arrays
         self.procs, self.conns, self.outboxes, self.senders = [], [], [], []
         self.closed = False
         self.released = False  # the workers were told to exit (``release``)
+        self.unanswered = 0  # tasks sent and not answered: a pool with any is not kept (``retire``)
         try:
             self._start(ctx, fn_bytes, label, n)
         except BaseException:
@@ -136,12 +164,36 @@ class _Pool:
         self.outboxes[worker].put(message)
 
     def release(self) -> None:
-        """Tell the workers to exit after their tasks (the stop is sent behind them): no more will come.
-        Exiting takes a worker 4-50 ms, which ``close`` -- the end of an epoch -- then no longer waits for."""
+        """Tell the workers to exit after their tasks (the stop is sent behind them): no more will come."""
         if not self.released:
             self.released = True
             for box in self.outboxes:
-                box.put(_STOP_BYTES)
+                box.put(STOP)
+
+    def retire(self) -> None:
+        """The iterator is done with the pool: kept for the next iterator of the same function when every
+        task was answered (``KEEP_IDLE`` pools at most, the oldest closed), else closed."""
+        if self.closed:
+            return
+        if self.released or self.unanswered or finalizing() or not self.alive():
+            self.close()
+            return
+        with _IDLE_LOCK:
+            evicted = [_IDLE.pop(self.key, None)]
+            _IDLE[self.key] = self
+            while len(_IDLE) > KEEP_IDLE:
+                evicted.append(_IDLE.popitem(last=False)[1])
+        for pool in evicted:
+            if pool is not None and pool is not self:
+                pool.close()
+
+    def alive(self) -> bool:
+        return all(p.is_alive() for p in self.procs)
+
+    def reusable(self) -> bool:
+        """Whether a kept pool may serve a new iterator: its workers live and started in the working
+        directory and environment the consumer has now (a notebook's ``%cd``, an ``os.environ`` change)."""
+        return not self.closed and self.alive() and os.getcwd() == self.cwd and dict(os.environ) == self.environ
 
     def close(self):
         if self.closed:
@@ -154,6 +206,41 @@ class _Pool:
         for t in self.senders:
             t.join(JOIN_SECONDS)
         self.slabs.close()
+        self.inboxes.close()
+
+
+KEEP_IDLE = 2  # pools kept between iterators, at most (each: its workers and their slabs)
+_IDLE: "collections.OrderedDict[tuple, _Pool]" = collections.OrderedDict()  # by (function bytes, label, workers)
+_IDLE_LOCK = threading.RLock()  # (re-entrant: a finalizer run by the garbage collector may retire a pool)
+
+
+def _take_idle(key) -> _Pool | None:
+    with _IDLE_LOCK:
+        pool = _IDLE.pop(key, None)
+    if pool is not None and not pool.reusable():
+        pool.close()
+        return None
+    return pool
+
+
+def close_idle_pools() -> None:
+    """Stop the workers kept between iterators (also run at interpreter exit)."""
+    with _IDLE_LOCK:
+        pools = list(_IDLE.values())
+        _IDLE.clear()
+    for pool in pools:
+        pool.close()
+
+
+def _forget_in_child() -> None:
+    """A forked child does not own its parent's workers: it forgets them (never stops them)."""
+    global _IDLE_LOCK
+    _IDLE_LOCK = threading.RLock()
+    _IDLE.clear()
+
+
+atexit.register(close_idle_pools)
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 class _Starting:
@@ -169,7 +256,7 @@ class _Starting:
 
     def _run(self, fn, label, n):
         try:
-            self.pool = _Pool(fn, label, n)
+            self.pool = open_pool(fn, label, n)
         except BaseException as e:  # noqa: BLE001 - raised on the consumer's thread by take()
             self.error = e
 
@@ -252,8 +339,8 @@ class ProcessMapIterator(HandedOverByProbe, DeliveringIterator):
                 starting.discard()
                 raise
         else:
-            self._pool = _Pool(self.node.map_func, self._label, self.workers)
-        self._finalizer = weakref.finalize(self, _Pool.close, self._pool)
+            self._pool = open_pool(self.node.map_func, self._label, self.workers)
+        self._finalizer = weakref.finalize(self, _Pool.retire, self._pool)
         self.ctx.on_close(self._finalizer)
 
     def start_in_background(self) -> None:
@@ -300,30 +387,42 @@ class ProcessMapIterator(HandedOverByProbe, DeliveringIterator):
                 self._input_done = True
                 break
             self._submit(block)
-        if self._input_done:  # every task is sent: each worker exits after its own (its stop comes last)
-            self._pool.release()
 
     def _sized(self, n: int) -> int:
         """About ``n`` elements, so many that the block ends on a multiple of ``rows_per_batch`` input
         positions (the map keeps positions: the batches above start there, until an error shifts them). A
-        short read or a restored state starting mid-batch is made up by the next block. Blocks smaller than
-        a batch stay as they are: the first one (8 elements, to learn the time per call), and those of a
-        slow function, whose batches are better made by several workers at once."""
+        short read or a restored state starting mid-batch is made up by the next block. A block of half a
+        batch or more grows to the batch's end (a task of at most ~2 x ``TARGET_TASK_SECONDS``): a batch made
+        of two workers' blocks costs a concatenate per leaf -- for P4's images (48 KB each) ~4 us an image on
+        the consumer, whose every microsecond the workers lack on 2 cores. Smaller blocks stay as they are:
+        the first one (8 elements, to learn the time per call), and those of a slow function, whose batches
+        are better made by several workers at once."""
         size = self.rows_per_batch
-        if size <= 1 or n < size:
+        if size <= 1 or 2 * n < size:
             return n
         end = max((self._position + n) // size, self._position // size + 1) * size
         return end - self._position
 
     def _submit(self, block):
         w = min(range(self.parallelism), key=self._load.__getitem__)
-        slab = self._pool.slabs.lend(w)
-        task = _Task(next(self._ids), w, self._position, len(block), slab)
-        message = (task.id, self._position, block, type(block[0]) is tuple, slab, self._seeds,
+        pool = self._pool
+        slab = pool.slabs.lend(w)
+        inbox = pool.inboxes.lend(w)
+        task = _Task(next(self._ids), w, self._position, len(block), slab, inbox=inbox)
+        writer = SlabWriter(pool.inboxes.buffer(inbox))
+        packed = pack_block(block, writer)
+        if writer.short:  # big inputs go in the message: the next tasks' input slabs will hold them (sized for
+            # the blocks to come at once: each size the pool grows to is new memory)
+            pool.inboxes.want(int(writer.offset / len(block) * max(len(block), self._sized(self._block))))
+        if type(packed) is not Columns and inbox is not None:  # nothing in it: lend it again
+            pool.inboxes.give_back(inbox)
+            task.inbox = inbox = None
+        content = (task.id, self._position, packed, type(block[0]) is tuple, slab, inbox, self._seeds,
                    self.ctx.iteration, self._stack)
-        self._pool.send(w, pickle.dumps(message, protocol=5))
+        pool.send(w, pickle.dumps(content, protocol=5))
         self._position += len(block)
         self._load[w] += 1
+        pool.unanswered += 1
         self._inflight.append(task)
         self._by_id[task.id] = task
 
@@ -356,23 +455,38 @@ class ProcessMapIterator(HandedOverByProbe, DeliveringIterator):
         task_id, per_element, slab, used, tag, results = answer
         task = self._by_id.pop(task_id)
         self._load[w] -= 1
+        self._pool.unanswered -= 1
+        if task.inbox is not None:  # the worker is done with its inputs
+            self._pool.inboxes.give_back(task.inbox)
         failed = tag != STACKED and any(type(r) is Failure for r in results)
         if slab is not None or used < 0:
             if used < 0:
                 self._pool.slabs.want(-used)
-            data = self._pool.slabs.take_back(slab, max(used, 0)) if slab is not None else None
+            data = None
+            if slab is not None:  # the results view the slab itself while the budget lasts, else a copy
+                data = self._pool.slabs.hand_out(slab, used) if used > 0 else None
+                if data is None:
+                    data = self._pool.slabs.take_back(slab, max(used, 0))
             if used > 0:
                 results = [_restore(r, data) for r in results]
         task.result = (results, failed, tag)
         self.work_seconds += per_element * task.size
         if per_element > 0:
-            self._block = max(1, min(MAX_BLOCK, int(TARGET_TASK_SECONDS / per_element)))
+            block = int(TARGET_TASK_SECONDS / per_element)
+            if used:  # results in shared memory (or that needed it): no more than TASK_BYTES of them a task
+                block = min(block, int(TASK_BYTES * task.size / abs(used)))
+            self._block = max(1, min(MAX_BLOCK, block))
+            if used:  # slabs for the tasks to come, at once: each size the pool grows to is new memory
+                self._pool.slabs.want(int(abs(used) / task.size * self._sized(self._block)))
 
     def _worker_died(self, w):
         p = self._pool.procs[w]
         for task in self._inflight:
-            if task.worker == w and task.result is None and task.slab is not None:
-                self._pool.slabs.forget(task.slab)
+            if task.worker == w and task.result is None:
+                if task.slab is not None:
+                    self._pool.slabs.forget(task.slab)
+                if task.inbox is not None:
+                    self._pool.inboxes.forget(task.inbox)
         self._dead = WorkerDiedError(
             f"map worker process {p.pid} died (exit code {p.exitcode}) while running {self._label}; "
             f"{self._load[w]} task(s) were lost.", self._label)

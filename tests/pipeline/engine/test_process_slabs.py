@@ -1,0 +1,257 @@
+"""How big arrays cross between the consumer and map worker processes (``engine/shared_memory.py``): a task's
+input columns stacked into an input slab, its results stacked into a result slab and handed out where they lie,
+the slab lent again only once nothing views it. What a user can see: the same values, types and writability
+as on threads, results that stay valid however long they are held (after the iterator, its workers, the
+interpreter), and a bounded amount of shared memory."""
+
+import collections
+import gc
+import mmap
+import os
+import platform
+import subprocess
+import sys
+import textwrap
+import types
+
+import numpy as np
+import pytest
+
+from jaxfeed.pipeline import Dataset
+from jaxfeed.pipeline.engine import shared_memory, worker
+from jaxfeed.pipeline.iterators import process_map
+from jaxfeed.pipeline.testing import assert_elements_equal
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="POSIX shared memory in /dev/shm")
+
+
+def pmap(ds, fn, workers=2, **kw):
+    return ds.map(fn, num_parallel_calls=workers, executor="process", **kw)
+
+
+def image(x):
+    """A 48 KB float image keyed on ``x``: big enough to travel in shared memory."""
+    return np.full((64, 64, 3), float(x), np.float32)
+
+
+def root_base(array):
+    while isinstance(array, np.ndarray) and array.base is not None:
+        array = array.base
+    return array.obj if isinstance(array, memoryview) else array
+
+
+def test_held_results_keep_their_values_while_their_slabs_would_be_lent_again():
+    """Every batch is held to the end (``list``): a slab lent again while a batch still viewed it would
+    change that batch under the user's eyes."""
+    ds = Dataset.range(700)
+    got = list(pmap(ds, image).batch(16))
+    assert_elements_equal(got, list(ds.map(image).batch(16)))
+    first = next(iter(pmap(ds, image).batch(16)))  # held while a whole epoch runs through the same pool
+    expected = first.copy()
+    for _ in pmap(ds, image).batch(16):
+        pass
+    np.testing.assert_array_equal(first, expected)
+
+
+def test_results_view_the_slab_they_came_in_and_past_the_budget_are_copied(monkeypatch):
+    batches = list(pmap(Dataset.range(256), image).batch(16))
+    # (the first tasks' results are pickled: the slabs' size is learned from them)
+    assert all(isinstance(root_base(b), mmap.mmap) for b in batches[4:])  # handed out where they lie
+    monkeypatch.setattr(process_map, "handout_budget", lambda: 0)
+    process_map.close_idle_pools()
+    batches = list(pmap(Dataset.range(64), image).batch(16))
+    assert all(isinstance(root_base(b), bytearray) for b in batches)  # copied out of the slab
+    assert_elements_equal(batches, list(Dataset.range(64).map(image).batch(16)))
+
+
+def test_the_slabs_handed_out_stay_within_the_budget(monkeypatch):
+    budget = 3 << 20
+    monkeypatch.setattr(process_map, "handout_budget", lambda: budget)
+    pools = []
+    open_pool = process_map.open_pool
+    monkeypatch.setattr(process_map, "open_pool", lambda *a: pools.append(open_pool(*a)) or pools[-1])
+    it = iter(pmap(Dataset.range(600), image))
+    held = []
+    for x in it:
+        held.append(x)  # every result held: without a budget, every task would take a new slab
+        assert pools[0].slabs.out_bytes <= budget
+    assert_elements_equal(held, [image(i) for i in range(600)])
+
+
+def test_a_result_held_after_the_iterator_its_workers_and_the_interpreter_stays_valid():
+    script = textwrap.dedent("""
+        import gc, numpy as np
+        from jaxfeed.pipeline import Dataset
+        from jaxfeed.pipeline.iterators import process_map
+
+        def image(x):
+            return np.full((64, 64, 3), float(x), np.float32)
+
+        it = iter(Dataset.range(300).map(image, num_parallel_calls=2, executor="process").batch(32))
+        b = next(it)
+        it.close()
+        last = list(Dataset.range(300).map(image, num_parallel_calls=2, executor="process").batch(32))[-1]
+        process_map.close_idle_pools()
+        gc.collect()
+        assert (b == np.stack([image(i) for i in range(32)])).all()
+        assert (last == np.stack([image(i) for i in range(288, 300)])).all()
+        print("held", float(b.sum()), float(last.sum()))  # and still held at exit
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "held" in out.stdout
+    for bad in ("Exception ignored", "BufferError", "leaked shared_memory", "Traceback"):
+        assert bad not in out.stderr, out.stderr
+
+
+# ------------------------------------------------------------------------------------------ inputs
+Pair = collections.namedtuple("Pair", "i image")
+
+
+def what_came_all(*xs):
+    return what_came(xs if len(xs) > 1 else xs[0])
+
+
+def what_came(x):
+    """What a function sees of its element: types, dtypes, shapes, writability, dict key order."""
+    if isinstance(x, dict):
+        return {"keys": ",".join(x).encode(), **{k: what_came(v) for k, v in x.items()}}
+    if isinstance(x, tuple):
+        return (type(x).__name__.encode(),) + tuple(what_came(v) for v in x)
+    if isinstance(x, np.ndarray):
+        return np.array([x.flags.writeable, x.ndim, x.size], np.int64), x.dtype.str.encode(), x.copy()
+    return type(x).__name__.encode(), np.asarray(x).copy()
+
+
+@pytest.mark.parametrize("kind", ["array", "tuple", "dict", "writable", "mixed-writability", "namedtuple"])
+def test_a_workers_elements_equal_the_consumers(kind):
+    images = np.arange(40 * 32 * 32 * 3, dtype=np.uint16).reshape(40, 32, 32, 3)
+    source = Dataset.from_tensor_slices(images)  # read-only views of the user's array
+    ds = {
+        "array": source,
+        "tuple": source.enumerate(),
+        "dict": source.enumerate().map(lambda i, im: {"z": im, "a": i, "m": im[0]}),  # key order z, a, m
+        "writable": source.map(lambda im: im + 1),
+        "mixed-writability": Dataset.range(40).map(read_only_view),  # a block of both: not stacked
+        "namedtuple": source.enumerate().map(lambda i, im: Pair(i, im)),
+    }[kind]
+    assert_elements_equal(list(pmap(ds, what_came_all)), list(ds.map(what_came_all)))
+
+
+def read_only_view(i):
+    out = np.full(3000, i)
+    if i % 2:
+        out.flags.writeable = False
+    return out
+
+
+def test_writability_of_each_element_crosses_as_it_is():
+    ds = Dataset.range(40).map(read_only_view)
+    assert [bool(v[0][0]) for v in pmap(ds, what_came)] == [i % 2 == 0 for i in range(40)]
+
+
+def test_writing_into_an_element_in_a_worker_never_reaches_the_users_data():
+    """A worker's elements are its own copies, where the write changes nothing of the user's (on threads an
+    element viewing the user's array is read-only: ``test_elements_read_only.py``)."""
+    def bump(x):
+        x += 1
+        return x
+
+    data = np.zeros((20, 32, 32), np.float32)
+    source = Dataset.from_tensor_slices(data)
+    assert_elements_equal(list(pmap(source, bump)), [np.ones((32, 32), np.float32)] * 20)
+    assert not data.any()
+    writable = source.map(lambda x: x * 1)
+    assert_elements_equal(list(pmap(writable, bump)), list(writable.map(bump)))
+
+
+def test_pack_block_stacks_like_array_columns_and_leaves_the_rest():
+    buf = bytearray(1 << 20)
+    writer = shared_memory.SlabWriter(memoryview(buf))
+    block = [(np.int64(i), np.full((32, 32), i, np.float32), b"x" * i) for i in range(8)]
+    packed = shared_memory.pack_block(block, writer)
+    assert type(packed) is shared_memory.Columns and packed.kind == "tuple"
+    assert [type(c) for c in packed.columns] == [list, tuple, list]  # only the arrays went into the slab
+    assert_elements_equal(shared_memory.unpack_block(packed, memoryview(buf)), block)
+    small = [np.zeros(3) for _ in range(4)]  # 96 bytes in all: pickled
+    assert shared_memory.pack_block(small, shared_memory.SlabWriter(memoryview(buf))) is small
+    writer = shared_memory.SlabWriter(memoryview(bytearray(100)))  # too small: counted, left pickled
+    assert shared_memory.pack_block(block, writer) is block and writer.short and writer.offset >= 8 * 4096
+
+
+# ------------------------------------------------------------------------------------------ workers
+def test_a_block_of_half_a_batch_or_more_grows_to_the_batch_end():
+    sized = process_map.ProcessMapIterator._sized
+    at = lambda position: types.SimpleNamespace(rows_per_batch=128, _position=position)  # noqa: E731
+    assert sized(at(8), 80) == 120  # to the end of the first batch: one worker's block makes it
+    assert sized(at(0), 64) == 128
+    assert sized(at(0), 300) == 256
+    assert sized(at(0), 40) == 40  # a slow function's blocks: several workers make a batch
+    assert sized(types.SimpleNamespace(rows_per_batch=1, _position=5), 7) == 7
+
+
+def test_an_explicit_process_map_under_a_batch_makes_blocks_of_whole_batches():
+    from jaxfeed.pipeline.iterators.batch import BatchIterator
+
+    it = iter(pmap(Dataset.range(100), image).batch(32))
+    next(it)
+    todo, found = [it._it], []
+    while todo:
+        node = todo.pop()
+        if isinstance(node, BatchIterator):
+            found.append(node.input.rows_per_batch)
+        todo += [c for c in node.children()] if hasattr(node, "children") else []
+    it.close()
+    assert found == [32]
+
+
+def maps_of_slabs(x):
+    with open("/proc/self/maps") as f:
+        mapped = {line.split()[-1] for line in f if "/jaxfeed_" in line}
+    return {"image": image(x), "mapped": np.int64(len(mapped))}
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="Linux /proc")
+def test_a_worker_keeps_a_bounded_number_of_slabs_mapped(monkeypatch):
+    monkeypatch.setattr(process_map, "MAX_BLOCK", 8)  # many tasks, each a slab of its own while held
+    held = list(pmap(Dataset.range(400), maps_of_slabs))
+    assert len({id(root_base(r["image"])) for r in held}) > worker.MAX_ATTACHED  # the consumer made many
+    assert max(int(r["mapped"]) for r in held) <= worker.MAX_ATTACHED
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mallopt")
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_worker_keeps_freed_memory_for_its_next_task(keep):
+    """A block of results freed once stacked into the slab went back to the system and was faulted in again
+    for the next block: ~12 faults a 48 KB result."""
+    script = textwrap.dedent(f"""
+        import resource, numpy as np
+        from jaxfeed.pipeline.engine.processes import keep_freed_memory
+        if {keep}:
+            keep_freed_memory()
+        image = np.zeros((64, 64, 3), np.uint8)
+        def block():
+            results = [image.astype(np.float32) * 2.0 for _ in range(128)]
+            del results
+        block()
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        for _ in range(20):
+            block()
+        print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    faults = int(out.stdout.split()[-1])
+    if keep:
+        assert faults < 200  # 20 blocks of 6 MB: the pages stay
+    else:
+        assert faults > 20 * 128  # (the default glibc behaviour this guards against)
+
+
+def test_slabs_of_a_closed_pool_are_unlinked_even_when_results_still_view_them():
+    prefix = f"{shared_memory.PREFIX}{os.getpid()}_"
+    held = list(pmap(Dataset.range(64), image).batch(16))
+    process_map.close_idle_pools()
+    gc.collect()
+    assert not [n for n in os.listdir("/dev/shm") if n.startswith(prefix)]
+    assert_elements_equal(held, list(Dataset.range(64).map(image).batch(16)))
