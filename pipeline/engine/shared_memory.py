@@ -54,6 +54,21 @@ HANDOUT_SHARE = 4  # ...and a quarter of what /dev/shm has free when the pool st
 # 64 MB: a worker writing into a slab beyond it dies of SIGBUS)
 
 
+SHM_SPARE = 2  # (``shm_has_room``) a new slab needs this many times its size free in /dev/shm
+
+
+def shm_has_room(nbytes: int) -> bool:
+    """Whether /dev/shm has room for a new slab of ``nbytes`` (twice that free). A slab is a file in a tmpfs:
+    creating it reserves nothing, and a worker writing into pages the tmpfs cannot supply dies of SIGBUS
+    (a container's /dev/shm is often 64 MB). Without room the task goes without a slab: its results are
+    pickled, slower but whole. True where /dev/shm cannot be measured."""
+    try:
+        st = os.statvfs("/dev/shm")
+    except (OSError, AttributeError):
+        return True
+    return st.f_bavail * st.f_frsize >= SHM_SPARE * nbytes
+
+
 def handout_budget() -> int:
     """The bytes of slabs a pool may hand out (0 where /dev/shm cannot be measured: results are copied)."""
     if os.name != "posix":  # (``_second_mapping`` maps the slab's POSIX file descriptor)
@@ -94,7 +109,7 @@ class SlabPool:
         while free and free[-1].size < self.size:  # too small since the pool grew: drop it
             self._destroy(free.pop())
         if not free:
-            if self.count[worker] >= self.per_worker:
+            if self.count[worker] >= self.per_worker or not shm_has_room(self.size):
                 return None
             self.count[worker] += 1
             slab = shared_memory.SharedMemory(name=f"{PREFIX}{os.getpid()}_{next(_counter)}", create=True,

@@ -255,3 +255,13 @@ def test_slabs_of_a_closed_pool_are_unlinked_even_when_results_still_view_them()
     gc.collect()
     assert not [n for n in os.listdir("/dev/shm") if n.startswith(prefix)]
     assert_elements_equal(held, list(Dataset.range(64).map(image).batch(16)))
+
+
+def test_without_room_in_dev_shm_tasks_go_without_slabs_and_results_stay_whole(monkeypatch):
+    """A worker writing into a slab the tmpfs cannot back dies of SIGBUS: no room, no slab (pickled)."""
+    monkeypatch.setattr(shared_memory, "shm_has_room", lambda nbytes: False)
+    prefix = f"{shared_memory.PREFIX}{os.getpid()}_"
+    ds = Dataset.from_tensor_slices(np.zeros((50, 64, 64, 3), np.uint8)).enumerate()
+    got = list(pmap(ds, lambda i, im: im.astype(np.float32) + i).batch(8))
+    assert_elements_equal(got, list(ds.map(lambda i, im: im.astype(np.float32) + i).batch(8)))
+    assert not [n for n in os.listdir("/dev/shm") if n.startswith(prefix)]
