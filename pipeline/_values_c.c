@@ -616,29 +616,33 @@ fail:
 
 #define JOIN_RELEASE_BYTES (64 << 10) /* below this, a GIL hand-off costs more than the copy */
 
-static PyObject *join_released(PyObject *self, PyObject *arg) {
-    PyObject *seq = PySequence_Fast(arg, "join_released: values must be a sequence");
-    if (seq == NULL) return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), got = 0, total = 0;
+/* The C-contiguous buffers of the values in ``seq`` (``*got`` of them exported, to release even on failure)
+ * and their total length; -1 with an exception set on failure. */
+static int export_all(PyObject *seq, Py_buffer **views_out, Py_ssize_t *got, Py_ssize_t *total) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     PyObject **items = PySequence_Fast_ITEMS(seq);
-    PyObject *out = NULL;
     Py_buffer *views = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(Py_buffer));
+    *views_out = views;
+    *got = *total = 0;
     if (views == NULL) {
         PyErr_NoMemory();
-        goto done;
+        return -1;
     }
-    for (; got < n; got++) {
-        if (PyObject_GetBuffer(items[got], &views[got], PyBUF_SIMPLE) < 0) goto done;
-        if (views[got].len > PY_SSIZE_T_MAX - total) {
-            got++;
+    for (; *got < n; (*got)++) {
+        if (PyObject_GetBuffer(items[*got], &views[*got], PyBUF_SIMPLE) < 0) return -1;
+        if (views[*got].len > PY_SSIZE_T_MAX - *total) {
+            (*got)++;
             PyErr_NoMemory();
-            goto done;
+            return -1;
         }
-        total += views[got].len;
+        *total += views[*got].len;
     }
-    out = PyByteArray_FromStringAndSize(NULL, total);
-    if (out == NULL || total == 0) goto done;
-    char *dst = PyByteArray_AS_STRING(out);
+    return 0;
+}
+
+/* Copy the ``n`` exported buffers one after another into ``dst`` (``total`` bytes), without the GIL when
+ * there are at least JOIN_RELEASE_BYTES of them. */
+static void copy_all(char *dst, Py_buffer *views, Py_ssize_t n, Py_ssize_t total) {
     if (total >= JOIN_RELEASE_BYTES) {
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t i = 0; i < n; i++) {
@@ -652,16 +656,63 @@ static PyObject *join_released(PyObject *self, PyObject *arg) {
             dst += views[i].len;
         }
     }
-done:
+}
+
+static void release_all(Py_buffer *views, Py_ssize_t got) {
     if (views != NULL)
         for (Py_ssize_t i = 0; i < got; i++) PyBuffer_Release(&views[i]);
     PyMem_Free(views);
+}
+
+static PyObject *join_released(PyObject *self, PyObject *arg) {
+    PyObject *seq = PySequence_Fast(arg, "join_released: values must be a sequence");
+    if (seq == NULL) return NULL;
+    Py_ssize_t got, total;
+    Py_buffer *views;
+    PyObject *out = NULL;
+    if (export_all(seq, &views, &got, &total) == 0) {
+        out = PyByteArray_FromStringAndSize(NULL, total);
+        if (out != NULL && total > 0)
+            copy_all(PyByteArray_AS_STRING(out), views, got, total);
+    }
+    release_all(views, got);
     Py_DECREF(seq);
     if (PyErr_Occurred()) Py_CLEAR(out);
     return out;
 }
 
+/* join_into(values, out) -> None: ``join_released`` into the writable C-contiguous buffer ``out`` (a map
+ * worker stacks a block straight into shared memory: ``iterators/batch.py``, ``join_arrays``), whose length
+ * must be the values' total: ValueError otherwise. ~10x faster than ``np.stack(values, out=out)`` for 1,024
+ * rows of 32 int32 (24 us against 313), which made P5's workers ~12% slower. */
+static PyObject *join_into(PyObject *self, PyObject *args) {
+    PyObject *values, *target;
+    if (!PyArg_ParseTuple(args, "OO:join_into", &values, &target)) return NULL;
+    Py_buffer out;
+    if (PyObject_GetBuffer(target, &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    PyObject *seq = PySequence_Fast(values, "join_into: values must be a sequence");
+    if (seq == NULL) {
+        PyBuffer_Release(&out);
+        return NULL;
+    }
+    Py_ssize_t got, total;
+    Py_buffer *views;
+    if (export_all(seq, &views, &got, &total) == 0) {
+        if (total != out.len)
+            PyErr_Format(PyExc_ValueError, "join_into: the values have %zd bytes, the target %zd", total, out.len);
+        else
+            copy_all((char *)out.buf, views, got, total);
+    }
+    release_all(views, got);
+    Py_DECREF(seq);
+    PyBuffer_Release(&out);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"join_into", join_into, METH_VARARGS,
+     "join_into(values, out) -> None: join_released into the writable buffer out: see pipeline/_values_c.c"},
     {"join_released", join_released, METH_O,
      "join_released(values) -> bytearray().join(values), the copy without the GIL: see pipeline/_values_c.c"},
     {"pull_dict_columns", pull_dict_columns, METH_VARARGS,

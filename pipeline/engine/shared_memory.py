@@ -26,6 +26,8 @@ from multiprocessing import resource_tracker, shared_memory
 
 import numpy as np
 
+from ..iterators.batch import join_into
+
 PREFIX = "jaxfeed_"
 MIN_SHM_BYTES = 4096
 ALIGN = 64
@@ -390,7 +392,7 @@ def _stack_column(column, writer: SlabWriter):
     out = writer.alloc(dtype, (len(column),) + shape, count_short=True)
     if out is None:
         return None
-    np.stack(column, out=out)
+    join_into(column, out)
     return writer.ref(out), writable
 
 

@@ -321,6 +321,33 @@ def _load_join():
 _join = _load_join()
 
 
+def _join_into_python(values, out) -> None:
+    """``join_into`` without the C extension: one copy per leaf's rows (``np.concatenate`` along the first
+    axis, ~3x faster than ``np.stack`` for many small rows)."""
+    n = len(values)
+    np.concatenate(values, out=out.reshape((n * out.shape[1],) + out.shape[2:]))
+
+
+def _load_join_into():
+    """The C ``join_into`` of ``pipeline/_values_c.c`` (an extension built before it had one: the Python way)."""
+    c = c_extensions.load("jaxfeed.pipeline._values_c")
+    return getattr(c, "join_into", None) or _join_into_python
+
+
+_join_into = _load_join_into()
+
+
+def join_into(values, out) -> None:
+    """Arrays all of ``out``'s row dtype and shape (checked by the caller) copied into ``out``, row by row."""
+    try:
+        if out.ndim > 1:
+            _join_into(values, out)
+            return
+    except (BufferError, ValueError, TypeError):  # a value that is no C-contiguous buffer
+        pass
+    np.stack(values, out=out)
+
+
 def join_arrays(values, dtype, shape, alloc=None):
     """Arrays all of ``dtype`` and ``shape`` (checked by the caller) as one new writable array.
     Joining their bytes copies them in one C loop: ~12x faster than assigning 570 arrays of 32 int32
@@ -334,7 +361,7 @@ def join_arrays(values, dtype, shape, alloc=None):
     if alloc is not None:
         out = alloc(dtype, (n,) + shape)
         if out is not None:
-            np.stack(values, out=out)
+            join_into(values, out)
             return out
     size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if size:

@@ -96,3 +96,34 @@ def test_no_c_ext_joins_with_bytearray_join():
             "sys.exit(0 if type(batch._join).__name__ == 'builtin_function_or_method' "
             "and batch._join.__self__ == bytearray() else 1)")
     assert subprocess.run([sys.executable, "-c", code], env=env).returncode == 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(DTYPES.flatmap(lambda dt: st.tuples(hnp.array_shapes(min_dims=1, max_dims=3, max_side=9),
+                                           st.integers(1, 12)).flatmap(
+    lambda shape_n: st.lists(hnp.arrays(dt, shape_n[0]), min_size=shape_n[1], max_size=shape_n[1]))))
+def test_join_into_writes_what_stack_makes_c_and_python_ways(values):
+    """``join_into`` (a map worker stacking a block straight into shared memory): the C copy, and the Python
+    way for an extension built without it, give ``np.stack``'s array."""
+    want = np.stack(values)
+    for join in (_c.join_into, batch_module._join_into_python):
+        out = np.full(want.shape, 7, want.dtype)
+        join(values, out)
+        np.testing.assert_array_equal(out, want)
+    out = np.empty_like(want)
+    batch_module.join_into(values, out)
+    np.testing.assert_array_equal(out, want)
+
+
+def test_join_into_refuses_a_target_of_another_size_or_read_only():
+    values = [np.zeros(4, np.int32), np.ones(4, np.int32)]
+    with pytest.raises(ValueError, match="the values have 32 bytes, the target 28"):
+        _c.join_into(values, np.empty(7, np.int32))
+    read_only = np.empty((2, 4), np.int32)
+    read_only.flags.writeable = False
+    with pytest.raises((BufferError, ValueError)):
+        _c.join_into(values, read_only)
+    strided = [np.zeros((4, 4))[:, ::2]] * 2  # no plain buffer: ``join_into`` assigns instead
+    out = np.empty((2, 4, 2))
+    batch_module.join_into(strided, out)
+    np.testing.assert_array_equal(out, np.stack(strided))
