@@ -386,8 +386,10 @@ def _stack_column(column, writer: SlabWriter):
     if type(v0) is not np.ndarray or not v0.ndim or v0.dtype.hasobject:
         return None
     dtype, shape, writable = v0.dtype, v0.shape, v0.flags.writeable
-    for v in column:  # one writability for all: a row keeps its own
-        if type(v) is not np.ndarray or v.dtype != dtype or v.shape != shape or v.flags.writeable != writable:
+    for v in column:  # one writability for all (a row keeps its own), C order (a row of the stack is C order:
+        # an F-order array, which pickling keeps F order, stays in the pickle)
+        if (type(v) is not np.ndarray or v.dtype != dtype or v.shape != shape or v.flags.writeable != writable
+                or not v.flags.c_contiguous):
             return None
     out = writer.alloc(dtype, (len(column),) + shape, count_short=True)
     if out is None:

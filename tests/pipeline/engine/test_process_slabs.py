@@ -119,11 +119,13 @@ def what_came(x):
     if isinstance(x, tuple):
         return (type(x).__name__.encode(),) + tuple(what_came(v) for v in x)
     if isinstance(x, np.ndarray):
-        return np.array([x.flags.writeable, x.ndim, x.size], np.int64), x.dtype.str.encode(), x.copy()
+        flags = [x.flags.writeable, x.flags.c_contiguous, x.flags.f_contiguous, x.ndim, x.size]
+        return np.array(flags, np.int64), x.dtype.str.encode(), x.copy()
     return type(x).__name__.encode(), np.asarray(x).copy()
 
 
-@pytest.mark.parametrize("kind", ["array", "tuple", "dict", "writable", "mixed-writability", "namedtuple"])
+@pytest.mark.parametrize("kind", ["array", "tuple", "dict", "writable", "mixed-writability", "namedtuple",
+                                  "fortran-order", "big-endian"])
 def test_a_workers_elements_equal_the_consumers(kind):
     images = np.arange(40 * 32 * 32 * 3, dtype=np.uint16).reshape(40, 32, 32, 3)
     source = Dataset.from_tensor_slices(images)  # read-only views of the user's array
@@ -134,6 +136,8 @@ def test_a_workers_elements_equal_the_consumers(kind):
         "writable": source.map(lambda im: im + 1),
         "mixed-writability": Dataset.range(40).map(read_only_view),  # a block of both: not stacked
         "namedtuple": source.enumerate().map(lambda i, im: Pair(i, im)),
+        "fortran-order": source.map(lambda im: np.asfortranarray(im[..., 0])),
+        "big-endian": source.map(lambda im: im.astype(">u2")),
     }[kind]
     assert_elements_equal(list(pmap(ds, what_came_all)), list(ds.map(what_came_all)))
 
