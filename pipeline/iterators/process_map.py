@@ -118,17 +118,31 @@ def open_pool(fn, label: str, n: int) -> "_Pool":
     except Exception as e:  # noqa: BLE001 - say which function and why, keep the cause
         raise TypeError(f"{label}: executor='process' needs a function cloudpickle can serialise, and "
                         f"{getattr(fn, '__qualname__', fn)!r} is not: {e}") from e
-    pool = _take_idle((fn_bytes, label, n))
-    return pool if pool is not None else _Pool(fn_bytes, label, n)
+    key = (fn_bytes, _code_of(fn), label, n)
+    pool = _take_idle(key)
+    return pool if pool is not None else _Pool(fn_bytes, key, n, label)
+
+
+def _code_of(fn) -> bytes:
+    """The function's code as bytes: a module's function is pickled by reference (its module and name), so
+    the same bytes after the module was edited and reloaded (a notebook's autoreload) would reuse workers
+    running the old code."""
+    import marshal
+
+    code = getattr(fn, "__code__", None)
+    try:
+        return marshal.dumps(code) if code is not None else b""
+    except ValueError:  # (a code object marshal cannot write: never reused, pickled bytes aside)
+        return repr(id(code)).encode()
 
 
 class _Pool:
     """Processes, pipes, sender threads and slabs: everything ``close`` must release, with no reference to
     the iterator (so ``weakref.finalize`` can run it when the iterator is collected)."""
 
-    def __init__(self, fn_bytes: bytes, label: str, n: int):
+    def __init__(self, fn_bytes: bytes, key: tuple, n: int, label: str):
         ctx = mp_context()
-        self.key = (fn_bytes, label, n)
+        self.key = key  # (``open_pool``)
         self.cwd, self.environ = os.getcwd(), dict(os.environ)  # what the workers started with
         self.slabs = SlabPool(n, DEPTH, handout_budget())  # results
         self.inboxes = SlabPool(n, DEPTH)  # the tasks' big input arrays
@@ -210,7 +224,7 @@ class _Pool:
 
 
 KEEP_IDLE = 2  # pools kept between iterators, at most (each: its workers and their slabs)
-_IDLE: "collections.OrderedDict[tuple, _Pool]" = collections.OrderedDict()  # by (function bytes, label, workers)
+_IDLE: "collections.OrderedDict[tuple, _Pool]" = collections.OrderedDict()  # by ``open_pool``'s key
 _IDLE_LOCK = threading.RLock()  # (re-entrant: a finalizer run by the garbage collector may retire a pool)
 
 

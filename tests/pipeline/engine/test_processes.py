@@ -466,3 +466,19 @@ def test_workers_draw_from_numpy_global_random_state_of_their_own():
     second = [int(x) for x in ds]
     assert len(set(first)) == len(first)
     assert not set(first) & set(second)
+
+
+def test_kept_workers_are_not_reused_once_the_functions_module_was_edited_and_reloaded(tmp_path, monkeypatch):
+    """A module's function is pickled by reference (the same bytes after an edit): workers that imported the
+    old module would run the old code (a notebook's autoreload)."""
+    import importlib
+
+    module = tmp_path / "jaxfeed_reload_probe.py"
+    module.write_text("def f(x):\n    return x + 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import jaxfeed_reload_probe as probe
+
+    assert [int(v) for v in pmap(Dataset.range(4), probe.f)] == [1, 2, 3, 4]
+    module.write_text("def f(x):\n    return x + 1000  # edited\n")
+    importlib.reload(probe)
+    assert [int(v) for v in pmap(Dataset.range(4), probe.f)] == [1000, 1001, 1002, 1003]
