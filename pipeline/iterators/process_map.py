@@ -124,16 +124,24 @@ def open_pool(fn, label: str, n: int) -> "_Pool":
 
 
 def _code_of(fn) -> bytes:
-    """The function's code as bytes: a module's function is pickled by reference (its module and name), so
-    the same bytes after the module was edited and reloaded (a notebook's autoreload) would reuse workers
-    running the old code."""
+    """The function's code as bytes, and its module file's size and modification time: a module's function
+    is pickled by reference (its module and name), so the same bytes after the module was edited and
+    reloaded (a notebook's autoreload) would reuse workers running the old code -- of the function, or of
+    the helpers it calls in its module."""
     import marshal
+    import sys
 
     code = getattr(fn, "__code__", None)
     try:
-        return marshal.dumps(code) if code is not None else b""
+        out = marshal.dumps(code) if code is not None else b""
     except ValueError:  # (a code object marshal cannot write: never reused, pickled bytes aside)
-        return repr(id(code)).encode()
+        out = repr(id(code)).encode()
+    path = getattr(sys.modules.get(getattr(fn, "__module__", None) or ""), "__file__", None)
+    try:
+        st = os.stat(path) if path else None
+    except OSError:
+        st = None
+    return out + (f"|{path}|{st.st_size}|{st.st_mtime_ns}".encode() if st is not None else b"")
 
 
 class _Pool:

@@ -482,3 +482,17 @@ def test_kept_workers_are_not_reused_once_the_functions_module_was_edited_and_re
     module.write_text("def f(x):\n    return x + 1000  # edited\n")
     importlib.reload(probe)
     assert [int(v) for v in pmap(Dataset.range(4), probe.f)] == [1000, 1001, 1002, 1003]
+
+
+def test_kept_workers_are_not_reused_once_a_helper_in_the_functions_module_was_edited(tmp_path, monkeypatch):
+    import importlib
+
+    module = tmp_path / "jaxfeed_reload_helper.py"
+    module.write_text("def helper(x):\n    return x + 1\n\n\ndef f(x):\n    return helper(x)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import jaxfeed_reload_helper as probe
+
+    assert [int(v) for v in pmap(Dataset.range(4), probe.f)] == [1, 2, 3, 4]
+    module.write_text("def helper(x):\n    return x + 1000  # edited\n\n\ndef f(x):\n    return helper(x)\n")
+    importlib.reload(probe)
+    assert [int(v) for v in pmap(Dataset.range(4), probe.f)] == [1000, 1001, 1002, 1003]
