@@ -16,9 +16,9 @@
   the GIL over 48 KB results -- 27 us a call -- 44k img/s in processes, 32k on two threads, 47k the one-thread
   hand loop.)
 - Pools outlive iterators: one that ran to its end (every task answered) is kept idle (``_Pool.retire``,
-  ``KEEP_IDLE`` at most) and serves the next iterator of the same pickled function with the same working
-  directory and environment (``open_pool``); starting workers (30-100 ms) and faulting in new slabs cost
-  every epoch ~10-15% before. ``close_idle_pools`` (also at exit) stops them; a forked child forgets them.
+  ``KEEP_IDLE`` at most) and serves the next iterator of the same pickled function and code (its module
+  file unchanged) with the same working directory and environment (``open_pool``); starting workers
+  (30-100 ms) and faulting in new slabs cost every epoch ~10-15% before. ``close_idle_pools`` (also at exit) stops them; a forked child forgets them.
 - Failures in the function arrive in their element's slot, with their type. A worker that dies is noticed
   while waiting (its process sentinel is waited on with the pipes): ``WorkerDiedError`` names it.
 - ``num_parallel_calls=AUTOTUNE`` starts one worker per CPU of ``Options.autotune.cpu_budget`` (or
