@@ -468,31 +468,26 @@ def test_workers_draw_from_numpy_global_random_state_of_their_own():
     assert not set(first) & set(second)
 
 
+def _edit_and_reload(tmp_path, monkeypatch, name, before, after):
+    """Run ``f`` of a module written with ``before``, then of the same module rewritten with ``after`` and
+    reloaded: the values of both runs."""
+    import importlib
+
+    module = tmp_path / f"{name}.py"
+    module.write_text(before)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    probe = importlib.import_module(name)
+    first = [int(v) for v in pmap(Dataset.range(4), probe.f)]
+    module.write_text(after)
+    importlib.reload(probe)
+    return first, [int(v) for v in pmap(Dataset.range(4), probe.f)]
+
+
 def test_kept_workers_are_not_reused_once_the_functions_module_was_edited_and_reloaded(tmp_path, monkeypatch):
     """A module's function is pickled by reference (the same bytes after an edit): workers that imported the
-    old module would run the old code (a notebook's autoreload)."""
-    import importlib
-
-    module = tmp_path / "jaxfeed_reload_probe.py"
-    module.write_text("def f(x):\n    return x + 1\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    import jaxfeed_reload_probe as probe
-
-    assert [int(v) for v in pmap(Dataset.range(4), probe.f)] == [1, 2, 3, 4]
-    module.write_text("def f(x):\n    return x + 1000  # edited\n")
-    importlib.reload(probe)
-    assert [int(v) for v in pmap(Dataset.range(4), probe.f)] == [1000, 1001, 1002, 1003]
-
-
-def test_kept_workers_are_not_reused_once_a_helper_in_the_functions_module_was_edited(tmp_path, monkeypatch):
-    import importlib
-
-    module = tmp_path / "jaxfeed_reload_helper.py"
-    module.write_text("def helper(x):\n    return x + 1\n\n\ndef f(x):\n    return helper(x)\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    import jaxfeed_reload_helper as probe
-
-    assert [int(v) for v in pmap(Dataset.range(4), probe.f)] == [1, 2, 3, 4]
-    module.write_text("def helper(x):\n    return x + 1000  # edited\n\n\ndef f(x):\n    return helper(x)\n")
-    importlib.reload(probe)
-    assert [int(v) for v in pmap(Dataset.range(4), probe.f)] == [1000, 1001, 1002, 1003]
+    old module would run the old code (a notebook's autoreload) -- of the function, or of a helper."""
+    assert _edit_and_reload(tmp_path, monkeypatch, "jaxfeed_reload_probe", "def f(x):\n    return x + 1\n",
+                            "def f(x):\n    return x + 1000  # edited\n") == ([1, 2, 3, 4], [1000, 1001, 1002, 1003])
+    helper = "def helper(x):\n    return x + {}\n\n\ndef f(x):\n    return helper(x)\n"
+    assert _edit_and_reload(tmp_path, monkeypatch, "jaxfeed_reload_helper", helper.format(1),
+                            helper.format("1000  # edited")) == ([1, 2, 3, 4], [1000, 1001, 1002, 1003])
