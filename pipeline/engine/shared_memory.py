@@ -1,8 +1,8 @@
 """Shared-memory slabs that carry big numpy arrays between the consumer and map worker processes.
 
 The consumer owns every slab: it creates them (named ``jaxfeed_<pid>_<n>``) and lends one to a task -- the
-input slab, into which the task's columns of like arrays are stacked (``pack_block``; the worker's elements
-view it, as writable as the consumer's were), and the result slab, into which the worker stacks its results
+input slab, into which the task's columns of like arrays are stacked (``pack_block``; the worker copies them
+out, as writable as the consumer's were), and the result slab, into which the worker stacks its results
 (``SlabWriter``). A result slab comes back with the answer: handed out with the results viewing it
 (``SlabPool.hand_out``: lent again once nothing views it; a second mapping of the slab carries those views, so
 closing the pool never meets them) or, past the hand-out budget, copied out (``take_back``). A slab is never
@@ -342,8 +342,8 @@ class Columns:
     """A task's block of input elements as it crosses to a worker: its elements' leaves by column, each
     column of like arrays stacked into the task's input slab (a ``ShmRef``) and the others as lists. What the
     worker rebuilds from it (``unpack_block``) equals the block: the same structures, and arrays of the same
-    dtype, shape and writability -- views of the slab where pickling made copies (pickling 128 images of
-    P4 took the consumer ~8 us each; stacking them into the slab ~1)."""
+    dtype, shape and writability, its own as a pickle's would be (pickling 128 images of P4 took the
+    consumer ~8 us each; stacking them into the slab ~1)."""
 
     __slots__ = ("kind", "keys", "columns")
 
@@ -399,8 +399,8 @@ def _stack_column(column, writer: SlabWriter):
 
 
 def unpack_block(block, buf) -> list:
-    """The elements ``pack_block`` packed, their stacked columns viewing ``buf`` (the worker's mapping of the
-    input slab)."""
+    """The elements ``pack_block`` packed, their stacked columns copied out of ``buf`` (the worker's mapping
+    of the input slab)."""
     if type(block) is not Columns:
         return block
     columns = []
@@ -409,7 +409,9 @@ def unpack_block(block, buf) -> list:
             ref, writable = column
             count = int(np.prod(ref.shape, dtype=np.int64))
             stacked = np.frombuffer(buf, dtype=np.dtype(ref.dtype), count=count, offset=ref.offset)
-            stacked = stacked.reshape(ref.shape)
+            # a copy of its own: a function that keeps an element past its call (the last input, for a
+            # difference) must not see the slab's next task there (~1.5 us an image of P4's 60)
+            stacked = stacked.reshape(ref.shape).copy()
             if not writable:
                 stacked.flags.writeable = False
             column = list(stacked)

@@ -7,7 +7,7 @@
   workers on a thread of their own instead (``start_in_background``) and maps on the consumer's thread
   until they are up.
 - Big numpy arrays cross in shared memory (``engine/shared_memory.py``): a task's input columns of like arrays
-  stacked into an input slab (the worker's elements view it), its results stacked by the worker straight
+  stacked into an input slab (the worker copies them out), its results stacked by the worker straight
   into a result slab and handed out where they lie (``SlabPool.hand_out``: the slab is lent again once nothing
   views it; past the budget, copied out). The rest is pickled. A block of half a batch or more ends on a
   batch boundary (``_sized``), so a batch above is one worker's block, and a task's results stay under

@@ -269,3 +269,22 @@ def test_without_room_in_dev_shm_tasks_go_without_slabs_and_results_stay_whole(m
     got = list(pmap(ds, lambda i, im: im.astype(np.float32) + i).batch(8))
     assert_elements_equal(got, list(ds.map(lambda i, im: im.astype(np.float32) + i).batch(8)))
     assert not [n for n in os.listdir("/dev/shm") if n.startswith(prefix)]
+
+
+_KEPT = []
+
+
+def minus_kept(x):
+    """A function that keeps an element past its call (the 100th, well into the tasks that carry their inputs
+    in a slab) and subtracts it from every later one."""
+    if x[0] == 100 * 2048:
+        _KEPT.append(x)
+    return x - _KEPT[0] if _KEPT else x
+
+
+def test_an_element_a_function_keeps_is_its_own_not_a_view_of_a_slab_lent_again(monkeypatch):
+    monkeypatch.setattr(process_map, "MAX_BLOCK", 16)  # many tasks: the input slabs are lent again and again
+    ds = Dataset.from_tensor_slices(np.arange(600 * 2048, dtype=np.float32).reshape(600, 2048))
+    got = list(pmap(ds, minus_kept, workers=1))  # one worker: it sees the elements in order
+    _KEPT.clear()
+    assert_elements_equal(got, list(ds.map(minus_kept)))
