@@ -65,7 +65,7 @@ log = logging.getLogger("jaxfeed")
 TARGET_TASK_SECONDS = 0.008  # per task: the consumer's cost per task (pickle the block, receive, restore) is
 # CPU the workers lack on a small machine; 8 ms tasks made P5 ~10% faster than 4 ms on 2 cores (16 ms: no better)
 MAX_BLOCK = 1024
-TASK_BYTES = 8 << 20  # results of a task in shared memory at most: a slab is faulted in once per worker and
+TASK_BYTES = 8 << 20  # results (and inputs) of a task in shared memory at most: a slab is faulted in once per worker and
 # reused, and the smaller the slabs the fewer pages that costs (P4's 48 KB results, 30 us calls: tasks of 266
 # elements took 13-16 MB slabs, half of an epoch's results went through slabs new to the worker)
 DEPTH = 2  # tasks in flight per worker: one running, one queued behind it
@@ -339,6 +339,7 @@ class ProcessMapIterator(HandedOverByProbe, DeliveringIterator):
         self._position = 0
         self._input_done = False
         self._block = 8  # adapted from the per-element time workers report
+        self._input_bytes = 0.0  # bytes an input element puts into a task's input slab (0: none)
         # Under a batch of this many rows (``iterators/chosen_map.py`` sets it), tasks end on batch boundaries:
         # the batch then takes each batch as a view of one worker's stacked block instead of joining pieces of
         # two (a concatenate per leaf: ~0.35 us a line of P5 on the consumer, a third of its share).
@@ -433,9 +434,11 @@ class ProcessMapIterator(HandedOverByProbe, DeliveringIterator):
         task = _Task(next(self._ids), w, self._position, len(block), slab, inbox=inbox)
         writer = SlabWriter(pool.inboxes.buffer(inbox))
         packed = pack_block(block, writer)
-        if writer.short:  # big inputs go in the message: the next tasks' input slabs will hold them (sized for
-            # the blocks to come at once: each size the pool grows to is new memory)
-            pool.inboxes.want(int(writer.offset / len(block) * max(len(block), self._sized(self._block))))
+        if writer.offset:
+            self._input_bytes = writer.offset / len(block)  # (a block's inputs stay under TASK_BYTES: _accept)
+        if writer.short:  # big inputs go in the message: the next tasks' input slabs will hold them, sized for
+            # a whole task's at once (each size the pool grows to is new memory; pages never written cost none)
+            pool.inboxes.want(int(min(TASK_BYTES, self._input_bytes * MAX_BLOCK)))
         if type(packed) is not Columns and inbox is not None:  # nothing in it: lend it again
             pool.inboxes.give_back(inbox)
             task.inbox = inbox = None
@@ -497,6 +500,8 @@ class ProcessMapIterator(HandedOverByProbe, DeliveringIterator):
             block = int(TARGET_TASK_SECONDS / per_element)
             if used:  # results in shared memory (or that needed it): no more than TASK_BYTES of them a task
                 block = min(block, int(TASK_BYTES * task.size / abs(used)))
+            if self._input_bytes:  # ... nor of its inputs
+                block = min(block, int(TASK_BYTES / self._input_bytes))
             self._block = max(1, min(MAX_BLOCK, block))
             if used:  # slabs for the tasks to come, at once: each size the pool grows to is new memory
                 self._pool.slabs.want(int(abs(used) / task.size * self._sized(self._block)))
