@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 import mmap
 import os
+import sys
 import weakref
 from multiprocessing import resource_tracker, shared_memory
 
@@ -99,6 +100,8 @@ class SlabPool:
         self.out_bytes = 0
         self._returned: list = []  # handed-out slabs nothing views any more (appended from any thread)
         self.closed = False
+        if budget:
+            _HANDING_OUT.add(self)
 
     def lend(self, worker: int):
         """A slab for a task of ``worker`` (its name), or None when none is needed yet or all of the
@@ -177,7 +180,8 @@ class SlabPool:
                 continue
             self.out_bytes -= slab.size
             w = slab._jf_worker
-            if self.closed or slab.size < self.size or self.count[w] >= 2 * self.per_worker:
+            if (self.closed or slab.size < self.size or self.count[w] >= 2 * self.per_worker
+                    or getattr(slab, "_jf_forked", False)):  # (``_before_fork``)
                 _release(slab)
             else:
                 self.count[w] += 1
@@ -215,6 +219,54 @@ def _second_mapping(slab) -> mmap.mmap:
     if mapping is None:
         mapping = slab._jf_handout = mmap.mmap(slab._fd, slab.size)
     return mapping
+
+
+# A fork while results view slabs: the child inherits the views as shared mappings, not as the private memory a
+# copy would have been. Without care, the parent lending such a slab again lets a worker overwrite what the child
+# reads, and the child writing into its array (or the parent into its own) changes the other's. So a slab handed
+# out when the process forks is never lent again (the parent unmaps it once its views go), and the child replaces
+# each handed-out slab's mapping, at the same address, by a private copy: what fork gives any other memory.
+_HANDING_OUT: "weakref.WeakSet[SlabPool]" = weakref.WeakSet()
+_MAP_FIXED = 0x10  # (Linux's value; ``mmap`` does not export it)
+
+
+def _before_fork() -> None:
+    for pool in list(_HANDING_OUT):
+        for slab in list(pool.out.values()):
+            slab._jf_forked = True
+
+
+def _after_fork_in_child() -> None:
+    for pool in list(_HANDING_OUT):
+        for slab in list(pool.out.values()):
+            mapping = getattr(slab, "_jf_handout", None)
+            if mapping is not None:
+                _privatize(mapping)
+
+
+def _privatize(mapping: mmap.mmap) -> None:
+    """Replace ``mapping``'s pages, at the same address, by a private anonymous copy of them (Linux)."""
+    import ctypes
+
+    if not sys.platform.startswith("linux"):
+        return
+    size = len(mapping)
+    view = ctypes.c_char.from_buffer(mapping)
+    address = ctypes.addressof(view)
+    del view
+    data = ctypes.string_at(address, size)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    got = libc.mmap(address, size, mmap.PROT_READ | mmap.PROT_WRITE,
+                    mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_FIXED, -1, 0)
+    if got != address:  # (cannot happen with MAP_FIXED short of running out of memory: left shared)
+        return
+    ctypes.memmove(address, data, size)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
 
 
 def _unlink(slab) -> None:

@@ -288,3 +288,46 @@ def test_an_element_a_function_keeps_is_its_own_not_a_view_of_a_slab_lent_again(
     got = list(pmap(ds, minus_kept, workers=1))  # one worker: it sees the elements in order
     _KEPT.clear()
     assert_elements_equal(got, list(ds.map(minus_kept)))
+
+
+_CALLS = [0]
+
+
+def counted(x):
+    """A 48 KB image of how many calls its worker made: every epoch writes other values."""
+    _CALLS[0] += 1
+    return np.full((64, 64, 3), float(_CALLS[0]), np.float32)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or not sys.platform.startswith("linux"), reason="os.fork, Linux")
+def test_a_forked_child_holds_its_results_as_a_copy_would():
+    """Results handed out viewing a slab are shared mappings: a child forked while holding them must neither
+    see the slab lent again (a worker writing the next epoch into it) nor share writes with its parent."""
+    ds = pmap(Dataset.range(512), counted, workers=1).batch(32)
+    batches = list(ds)
+    kept, dropped = batches[3], batches[-1]  # (the first tasks' results are pickled: the slabs' size is learned)
+    assert root_base(kept) is not root_base(dropped) and isinstance(root_base(dropped), mmap.mmap)
+    del batches
+    want_kept, want_dropped = kept.copy(), dropped.copy()
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: waits while the parent recycles, writes into its arrays, checks what it holds
+        try:
+            os.close(go_w)
+            os.read(go_r, 1)
+            ok = np.array_equal(dropped, want_dropped)
+            kept[:] = -1  # the parent's `kept` must not change
+            os._exit(0 if ok and (kept == -1).all() else 1)
+        except BaseException:  # noqa: BLE001
+            os._exit(2)
+    os.close(go_r)
+    del dropped
+    gc.collect()
+    for _ in range(3):  # the same kept pool: slabs lent again, other values written into them
+        for _ in ds:
+            pass
+    os.write(go_w, b"x")
+    os.close(go_w)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    np.testing.assert_array_equal(kept, want_kept)
