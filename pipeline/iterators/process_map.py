@@ -438,7 +438,7 @@ class ProcessMapIterator(HandedOverByProbe, DeliveringIterator):
             self._input_bytes = writer.offset / len(block)  # (a block's inputs stay under TASK_BYTES: _accept)
         if writer.short:  # big inputs go in the message: the next tasks' input slabs will hold them, sized for
             # a whole task's at once (each size the pool grows to is new memory; pages never written cost none)
-            pool.inboxes.want(int(min(TASK_BYTES, self._input_bytes * MAX_BLOCK)))
+            pool.inboxes.want(int(max(writer.offset, min(TASK_BYTES, self._input_bytes * MAX_BLOCK))))
         if type(packed) is not Columns and inbox is not None:  # nothing in it: lend it again
             pool.inboxes.give_back(inbox)
             task.inbox = inbox = None

@@ -331,3 +331,21 @@ def test_a_forked_child_holds_its_results_as_a_copy_would():
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     np.testing.assert_array_equal(kept, want_kept)
+
+
+def test_inputs_bigger_than_a_task_budget_still_go_through_a_slab(monkeypatch):
+    """An element over ``TASK_BYTES`` (1.5 MiB against a 1 MiB budget here) makes tasks of one element; the
+    input slab grows to hold it instead of staying at the budget and sending every element pickled."""
+    monkeypatch.setattr(process_map, "TASK_BYTES", 1 << 20)
+    packed = []
+    pack_block = process_map.pack_block
+
+    def recorded(block, writer):
+        packed.append(pack_block(block, writer))
+        return packed[-1]
+
+    monkeypatch.setattr(process_map, "pack_block", recorded)
+    volumes = Dataset.range(12).map(lambda i: np.full((6, 1 << 16), i, np.float32))
+    got = list(pmap(volumes, lambda v: v[:, :4].sum(axis=1), workers=1))
+    assert_elements_equal(got, list(volumes.map(lambda v: v[:, :4].sum(axis=1))))
+    assert any(type(p) is shared_memory.Columns for p in packed[1:])
