@@ -408,7 +408,9 @@ def _round_trip(inputs: list, outputs: list, clock) -> float:
         outputs = [_in_pipe(r, True) for r in outputs]
     else:
         outputs = _in_pipe(outputs, True)
-    inputs = [_in_pipe(x, type(x) in (np.ndarray, tuple, dict)) for x in inputs]
+    from .shared_memory import TAKEN_APART
+
+    inputs = [_in_pipe(x, type(x) in TAKEN_APART) for x in inputs]
     best = float("inf")
     for _ in range(3):  # the first round trip of a type pays one-off costs (pickle's dispatch, imports)
         t0 = clock()
@@ -425,14 +427,11 @@ def _in_pipe(value, slab_kind: bool):
     """``value`` as it goes through a worker's pipe: its big arrays left out when it is of a kind that sends
     them in shared memory."""
     from .. import structure
-    from .shared_memory import MIN_SHM_BYTES
+    from .shared_memory import big_array
 
     if not slab_kind or not isinstance(value, (np.ndarray, tuple, list, dict)):
         return value
-    leaves = structure.flatten(value)
-    kept = [None if type(x) is np.ndarray and x.dtype != object and x.ndim and x.nbytes >= MIN_SHM_BYTES else x
-            for x in leaves]
-    return structure.pack_as(value, kept)
+    return structure.pack_as(value, [None if big_array(x) else x for x in structure.flatten(value)])
 
 
 def moved_bytes(elements: list, results: list) -> float:
@@ -449,7 +448,10 @@ def slab_bytes(elements: list, results: list) -> float:
 
 
 def _split_bytes(elements: list, results: list):
-    from .shared_memory import MIN_SHM_BYTES
+    """(pickled bytes, slab bytes) of an element and of its result, on average (``moved_bytes``, ``slab_bytes``)."""
+    from .. import structure
+    from .blocks import Failure
+    from .shared_memory import TAKEN_APART, big_array
 
     def size(values, slab_kinds):
         pickled = slab = 0
@@ -461,7 +463,7 @@ def _split_bytes(elements: list, results: list):
                 if isinstance(leaf, (bytes, bytearray, str)):
                     pickled += len(leaf)
                 elif type(leaf) is np.ndarray and leaf.dtype != object:
-                    if in_slab and leaf.nbytes >= MIN_SHM_BYTES and leaf.ndim:
+                    if in_slab and big_array(leaf):
                         slab += leaf.nbytes
                     else:
                         pickled += leaf.nbytes
@@ -469,10 +471,7 @@ def _split_bytes(elements: list, results: list):
 
     if not elements or not results:
         return 0.0, 0.0
-    from .. import structure
-    from .blocks import Failure
-
-    e_pickled, e_slab = size(elements, (np.ndarray, tuple, dict))  # what ``pack_block`` stacks
+    e_pickled, e_slab = size(elements, TAKEN_APART)
     r_pickled, r_slab = size(results, None)
     return e_pickled / len(elements) + r_pickled / len(results), e_slab / len(elements) + r_slab / len(results)
 

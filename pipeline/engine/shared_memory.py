@@ -65,22 +65,23 @@ def shm_has_room(nbytes: int) -> bool:
     creating it reserves nothing, and a worker writing into pages the tmpfs cannot supply dies of SIGBUS
     (a container's /dev/shm is often 64 MB). Without room the task goes without a slab: its results are
     pickled, slower but whole. True where /dev/shm cannot be measured."""
+    free = _shm_free()
+    return free is None or free >= SHM_SPARE * nbytes
+
+
+def _shm_free() -> int | None:
+    """Bytes free in /dev/shm, or None where it cannot be measured."""
     try:
         st = os.statvfs("/dev/shm")
     except (OSError, AttributeError):
-        return True
-    return st.f_bavail * st.f_frsize >= SHM_SPARE * nbytes
+        return None
+    return st.f_bavail * st.f_frsize
 
 
 def handout_budget() -> int:
     """The bytes of slabs a pool may hand out (0 where /dev/shm cannot be measured: results are copied)."""
-    if os.name != "posix":  # (``_second_mapping`` maps the slab's POSIX file descriptor)
-        return 0
-    try:
-        st = os.statvfs("/dev/shm")
-    except (OSError, AttributeError):
-        return 0
-    return min(HANDOUT_BYTES, st.f_bavail * st.f_frsize // HANDOUT_SHARE)
+    free = _shm_free() if os.name == "posix" else None  # (``_second_mapping`` maps a POSIX file descriptor)
+    return 0 if free is None else min(HANDOUT_BYTES, free // HANDOUT_SHARE)
 
 
 class SlabPool:
@@ -296,8 +297,13 @@ def attach(name: str) -> shared_memory.SharedMemory:
         resource_tracker.register = register
 
 
-def _big(x) -> bool:
+def big_array(x) -> bool:
+    """Whether ``x`` is an array that travels in a slab (a result's leaf; an input column's, when it is C order
+    and like its column: ``pack_block``)."""
     return type(x) is np.ndarray and x.nbytes >= MIN_SHM_BYTES and x.dtype != object
+
+
+TAKEN_APART = (np.ndarray, tuple, dict)  # the elements whose array leaves ``pack_block`` may stack (plain ones)
 
 
 class SlabWriter:
@@ -354,7 +360,7 @@ class SlabWriter:
             placed = self._placed.get(id(x))
             if placed is not None and placed[0] is x:
                 out.append(placed[1])
-            elif _big(x):
+            elif big_array(x):
                 at = self._room(x.nbytes)
                 if at is not None:
                     np.copyto(np.frombuffer(self.buf, dtype=x.dtype, count=x.size, offset=at).reshape(x.shape), x,
@@ -367,14 +373,8 @@ class SlabWriter:
         return out, self.offset
 
 
-def pack_leaves(leaves: list, buf, start: int = 0):
-    """Write big array leaves into ``buf`` (a memoryview) from ``start``; returns (new leaves, end offset),
-    or (None, bytes needed) when they do not fit (``buf`` None counts as no room)."""
-    return SlabWriter(buf, start).pack(leaves)
-
-
 def has_big_leaf(leaves: list) -> bool:
-    return any(_big(x) for x in leaves)
+    return any(big_array(x) for x in leaves)
 
 
 def unpack_leaves(leaves: list, data) -> list:

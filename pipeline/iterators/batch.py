@@ -311,16 +311,6 @@ def stack_leaf_fast(values, v0, alloc=None):
     return None
 
 
-def _load_join():
-    """``bytearray().join``, or the C join of ``pipeline/_values_c.c`` that copies without the GIL (see its
-    doc): the extension not built, or ``JAXFEED_NO_C_EXT=1``, read at import."""
-    c = c_extensions.load("jaxfeed.pipeline._values_c")
-    return bytearray().join if c is None else c.join_released
-
-
-_join = _load_join()
-
-
 def _join_into_python(values, out) -> None:
     """``join_into`` without the C extension: one copy per leaf's rows (``np.concatenate`` along the first
     axis, ~3x faster than ``np.stack`` for many small rows)."""
@@ -328,23 +318,22 @@ def _join_into_python(values, out) -> None:
     np.concatenate(values, out=out.reshape((n * out.shape[1],) + out.shape[2:]))
 
 
-def _load_join_into():
-    """The C ``join_into`` of ``pipeline/_values_c.c`` (an extension built before it had one: the Python way)."""
-    c = c_extensions.load("jaxfeed.pipeline._values_c")
-    return getattr(c, "join_into", None) or _join_into_python
-
-
-_join_into = _load_join_into()
+# ``bytearray().join`` and ``_join_into_python``, or the C ways of ``pipeline/_values_c.c`` that copy without the
+# GIL (see its doc): the extension not built (or built before it had ``join_into``), or ``JAXFEED_NO_C_EXT=1``,
+# read at import.
+_c = c_extensions.load("jaxfeed.pipeline._values_c")
+_join = bytearray().join if _c is None else _c.join_released
+_join_into = getattr(_c, "join_into", None) or _join_into_python
 
 
 def join_into(values, out) -> None:
     """Arrays all of ``out``'s row dtype and shape (checked by the caller) copied into ``out``, row by row."""
-    try:
-        if out.ndim > 1:
+    if out.ndim > 1:  # rows that are arrays: their bytes joined (a value that is no C-contiguous buffer: below)
+        try:
             _join_into(values, out)
             return
-    except (BufferError, ValueError, TypeError):  # a value that is no C-contiguous buffer
-        pass
+        except (BufferError, ValueError, TypeError):
+            pass
     np.stack(values, out=out)
 
 
