@@ -177,8 +177,27 @@ static int look_up_numpy(void) {
 typedef struct Inputs Inputs;
 static PyObject *snap(PyObject *v, int alone, int depth, const Inputs *in);
 
-/* A copy of an array (its ``copy()``: the same type, dtype and shape, memory of its own). */
-static PyObject *copy_array(PyObject *v) { return PyObject_CallMethod(v, "copy", NULL); }
+/* A copy of an array (its ``copy("K")``: the same type, dtype, shape and memory layout, memory of its own),
+ * read-only when the array is: the copy stands for the value the function gave, as it gave it. */
+static PyObject *copy_array(PyObject *v) {
+    PyObject *copy = PyObject_CallMethod(v, "copy", "s", "K");
+    if (copy == NULL) return NULL;
+    PyObject *flags = PyObject_GetAttrString(v, "flags");
+    PyObject *writeable = flags != NULL ? PyObject_GetAttrString(flags, "writeable") : NULL;
+    Py_XDECREF(flags);
+    int keep = writeable != NULL ? PyObject_IsTrue(writeable) : -1;
+    Py_XDECREF(writeable);
+    if (keep == 0) {
+        PyObject *done = PyObject_CallMethod(copy, "setflags", "O", Py_False);
+        if (done == NULL) keep = -1;
+        Py_XDECREF(done);
+    }
+    if (keep < 0) {
+        Py_DECREF(copy);
+        return NULL;
+    }
+    return copy;
+}
 
 /* Whether an array ``alone`` in its value may be kept: it owns its memory, or views immutable bytes. */
 static int array_is_its_own(PyObject *v) {

@@ -124,7 +124,12 @@ def snapshot_py(value, keep_array=None, depth=0):
     if t is bytearray:
         return bytearray(value)
     if isinstance(value, np.ndarray):
-        return value if keep_array is not None and keep_array(value) else value.copy()
+        if keep_array is not None and keep_array(value):
+            return value
+        copy = value.copy(order="K")  # the copy stands for the value as it was given: layout, writability
+        if not value.flags.writeable:
+            copy.flags.writeable = False
+        return copy
     return value
 
 

@@ -76,3 +76,30 @@ def test_a_cache_restored_from_a_checkpoint_replays_read_only_elements():
     with pytest.raises(ValueError, match="read-only"):
         x += 1
     assert np.asarray(x).tolist() == [3, 4]
+
+
+_CONSTANT = np.asfortranarray(np.arange(6.0).reshape(2, 3))
+_CONSTANT.flags.writeable = False
+
+
+def the_constant(x):
+    return _CONSTANT  # shared with this module: the map takes a copy of it
+
+
+@pytest.mark.parametrize("way", ["c", "python"])
+def test_a_result_the_map_copies_keeps_its_writability_and_layout(monkeypatch, way):
+    """A map copies a result that something else also holds (so that later changes to it cannot reach the
+    element); the copy of a read-only Fortran-order array was writable and C order, where the same function's
+    fresh results (kept, the C way; the Python way copies every array) were neither."""
+    from jaxfeed.pipeline.engine import blocks
+
+    if way == "python":
+        monkeypatch.setattr(blocks, "call_taken", blocks._call_taken_py)
+        monkeypatch.setattr(blocks, "taken", blocks._taken_py)
+    elif blocks.taken is blocks._taken_py:
+        pytest.skip("the C extension is not built")
+    for ds in (Dataset.range(3).map(the_constant), Dataset.range(3).map(the_constant, num_parallel_calls=2)):
+        got = list(ds)
+        assert all(not e.flags.writeable for e in got) and all(e is not _CONSTANT for e in got)
+        assert all(e.flags.f_contiguous and not e.flags.c_contiguous for e in got)
+        assert values(ds) == [[_CONSTANT.tolist()]] * 3
