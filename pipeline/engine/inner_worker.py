@@ -143,13 +143,12 @@ def main(conn, consumer: int, busy) -> None:
 
 
 _here = None  # the (cwd, environ) this process is in, as last entered
-_nowhere = None  # an empty directory of this worker's own, made when first needed
 
 
 def _enter(places: dict, key) -> None:
     """Be in the working directory and environment of ``key``'s consumer at its open (a no-op when already:
     the slots of one consumer share them; an equal place is kept by identity after the first comparison)."""
-    global _here, _nowhere
+    global _here
     place = places.get(key)
     if place is None or place is _here:
         return
@@ -160,11 +159,17 @@ def _enter(places: dict, key) -> None:
     try:
         os.chdir(cwd)
     except OSError:  # the directory is gone since: relative paths find nothing, as in the consumer, whose
-        if _nowhere is None:  # working directory it still is (never the worker's last one instead)
-            _nowhere = tempfile.mkdtemp(prefix="jaxfeed-gone-")
-        os.chdir(_nowhere)
+        _enter_a_removed_directory()  # working directory it still is (never the worker's last one instead)
     take_environment(environ)
     _here = place
+
+
+def _enter_a_removed_directory() -> None:
+    """Be where the consumer is when its working directory was removed: in a directory that is gone (nothing is
+    found or written there by a relative path). Made and removed at once, so nothing is left in the temp dir."""
+    nowhere = tempfile.mkdtemp(prefix="jaxfeed-gone-")
+    os.chdir(nowhere)
+    os.rmdir(nowhere)
 
 
 def _forget(key, ahead: dict, reading: dict) -> int:

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 
@@ -845,9 +846,12 @@ def test_generators_in_workers_draw_from_numpy_global_random_state_of_their_own(
 def test_a_slot_whose_working_directory_is_gone_finds_nothing_there_not_the_workers_last_one(tmp_path, monkeypatch):
     """Run where the worker does it: a slot whose directory was removed since its open runs in an empty one, as
     the consumer, whose working directory it still is, would find nothing by a relative path -- never in the
-    directory the worker was in before."""
+    directory the worker was in before -- and leaves no directory of its own behind (each run left one in the temp
+    directory)."""
     from jaxfeed.pipeline.engine import inner_worker
 
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "temp"))
+    (tmp_path / "temp").mkdir()
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "lines.txt").write_text("the wrong file\n")
     monkeypatch.chdir(tmp_path / "other")
@@ -858,3 +862,8 @@ def test_a_slot_whose_working_directory_is_gone_finds_nothing_there_not_the_work
     assert os.path.exists("lines.txt")
     inner_worker._enter(places, 2)
     assert not os.path.exists("lines.txt") and os.listdir(".") == []
+    with pytest.raises(FileNotFoundError):
+        open("written.txt", "w")  # noqa: SIM115 - as in the consumer's removed directory
+    inner_worker._enter(places, 1)
+    inner_worker._enter(places, 2)
+    assert os.listdir(tmp_path / "temp") == []
