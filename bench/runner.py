@@ -9,6 +9,7 @@ them (the kernel's high-water mark is reset first, on Linux).
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import queue
@@ -136,6 +137,7 @@ def _shim_path() -> str:
     global _SHIM
     if _SHIM is None:
         root = tempfile.mkdtemp(prefix="jaxfeed-peer-shim-")
+        atexit.register(shutil.rmtree, root, True)  # every run left one behind
         os.makedirs(os.path.join(root, "jaxfeed"))
         with open(os.path.join(root, "jaxfeed", "__init__.py"), "w") as f:
             f.write('"""Only jaxfeed.bench, for peer processes."""\n')

@@ -4,6 +4,7 @@ performance is claimed only from bench runs, as ratios measured in one run."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -17,16 +18,29 @@ from jaxfeed.bench import report, runner, timing, workloads
 def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench-out")
     data_dir = tmp_path_factory.mktemp("bench-data")
+    temp = tmp_path_factory.mktemp("bench-temp")
     argv = ["--quick", "--scale", "tiny", "--peers", "none", "--repeats", "1", "--max-seconds", "0.05",
             "--out", str(out), "--data-dir", str(data_dir), "--no-progress", "--only", "P1,P2,P3,P4,P5,P6"]
     proc = subprocess.run([sys.executable, "-m", "jaxfeed.bench", *argv], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, env={**os.environ, "TMPDIR": str(temp)})
     assert proc.returncode == 0, proc.stderr[-2000:]
-    return out, proc.stdout
+    return out, proc.stdout, temp
+
+
+def test_the_run_leaves_nothing_in_the_temp_directory(tiny_run):
+    *_, temp = tiny_run
+    assert sorted(p.name for p in temp.iterdir()) == []
+
+
+def test_the_peers_package_folder_is_removed_at_exit(tmp_path):
+    """The folder that gives peer interpreters ``jaxfeed.bench`` alone: every bench run with peers left one."""
+    code = "from jaxfeed.bench import runner; import os, sys; assert os.path.isdir(runner._shim_path())"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60, env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_writes_json_png_and_text(tiny_run):
-    out, stdout = tiny_run
+    out, stdout, _ = tiny_run
     results = json.loads((out / "bench.json").read_text())
     assert (out / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "bench.txt").read_text().strip() in stdout
@@ -35,7 +49,7 @@ def test_writes_json_png_and_text(tiny_run):
 
 
 def test_every_pipeline_has_a_jaxfeed_and_a_hand_loop_entry(tiny_run):
-    out, _ = tiny_run
+    out, *_ = tiny_run
     results = json.loads((out / "bench.json").read_text())
     for key, p in results["pipelines"].items():
         assert p["runs"]["jaxfeed"]["status"] in ("ok", "skipped", "error"), key
@@ -44,14 +58,14 @@ def test_every_pipeline_has_a_jaxfeed_and_a_hand_loop_entry(tiny_run):
 
 
 def test_table_prints_min_median_max_and_the_targets(tiny_run):
-    _, stdout = tiny_run
+    _, stdout, _ = tiny_run
     assert "median" in stdout and "min" in stdout and "max" in stdout
     assert "Targets (ratios of figures measured in this run)" in stdout
     assert "AUTOTUNE / best hand-picked num_parallel_calls" in stdout
 
 
 def test_autotune_check_runs_hand_picked_settings(tiny_run):
-    out, _ = tiny_run
+    out, *_ = tiny_run
     results = json.loads((out / "bench.json").read_text())
     runs = results["pipelines"]["P4"]["runs"]
     assert {f"jaxfeed num_parallel_calls={n}" for n in bench_main.SWEEP} <= set(runs)
@@ -335,7 +349,7 @@ def test_the_service_section_is_reported_or_skipped_with_its_reason():
 def test_every_as_ported_form_runs_next_to_the_best_form(tiny_run):
     """Issue 19: each pipeline's as-ported form (written exactly as for tf.data) is measured in the same run
     as its best form, and its targets are computed from the run the bench names as the as-ported one."""
-    out, stdout = tiny_run
+    out, stdout, _ = tiny_run
     results = json.loads((out / "bench.json").read_text())
     named = {key: p.get("as_ported") for key, p in results["pipelines"].items()}
     assert named == {"P1": "jaxfeed", "P2": None, "P3": "jaxfeed", "P4": bench_main.AS_PORTED,
