@@ -285,7 +285,8 @@ def test_ctrl_c_anywhere_in_a_step_leaves_the_stream_and_the_states_exact(tmp_pa
     script.write_text(_ANYWHERE)
     count = 24 if mode == "line" else 16
     done = subprocess.run([sys.executable, str(script), kind, mode, str(count)], capture_output=True, text=True,
-                          timeout=240, env={**os.environ, "PYTHONFAULTHANDLER": "1"})
+                          timeout=240, env={**os.environ, "PYTHONFAULTHANDLER": "1",
+                                            "TMPDIR": str(tmp_path)})  # (its os._exit leaves the forkserver's)
     out = done.stdout
     assert "same True resumed True" in out, (out, done.stderr[-3000:])
     injected, raised = int(out.split("injected ")[1].split()[0]), int(out.split("raised ")[1].split()[0])

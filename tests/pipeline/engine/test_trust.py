@@ -368,7 +368,8 @@ def test_workers_stuck_in_user_code_end_soon_after_their_consumer_is_killed(tmp_
 
     script = tmp_path / "killed.py"
     script.write_text(_KILLED_CONSUMER_SCRIPT)
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=HANG_GUARD_SECONDS)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=HANG_GUARD_SECONDS,
+                          env={**os.environ, "TMPDIR": str(tmp_path)})  # (killed: the forkserver's folder stays)
     pids = [int(p) for p in done.stdout.split()]
     assert len(pids) >= 4, (done.stdout, done.stderr[-2000:])  # the forkserver, its workers (map and slots)
     deadline = time.monotonic() + HANG_GUARD_SECONDS
