@@ -8,7 +8,8 @@ out, as writable as the consumer's were), and the result slab, into which the wo
 closing the pool never meets them) or, past the hand-out budget, copied out (``take_back``). A slab is never
 created and unlinked per array: sizes grow to what the tasks need (a slab too small is replaced). Workers only
 attach (without registering with the resource tracker, which would otherwise "clean up" the consumer's
-segments when a worker exits) and keep the last ``worker.MAX_ATTACHED`` mapped. ``SlabPool.close`` unlinks
+segments when a worker exits) and keep the last ``worker.MAX_ATTACHED`` mapped, less those the consumer
+dropped (it tells them: ``FORGET``; an unlinked slab's memory stays in use while any process maps it). ``SlabPool.close`` unlinks
 everything (slabs still viewed are unmapped when their views go); the resource tracker unlinks what is left if
 the consumer itself is killed.
 
@@ -78,6 +79,15 @@ def _shm_free() -> int | None:
     return st.f_bavail * st.f_frsize
 
 
+def shm_size() -> int | None:
+    """The size of /dev/shm in bytes, or None where it cannot be measured."""
+    try:
+        st = os.statvfs("/dev/shm")
+    except (OSError, AttributeError):
+        return None
+    return st.f_blocks * st.f_frsize
+
+
 def handout_budget() -> int:
     """The bytes of slabs a pool may hand out (0 where /dev/shm cannot be measured: results are copied)."""
     free = _shm_free() if os.name == "posix" else None  # (``_second_mapping`` maps a POSIX file descriptor)
@@ -100,6 +110,7 @@ class SlabPool:
         self.out: dict[str, shared_memory.SharedMemory] = {}  # handed out with results
         self.out_bytes = 0
         self._returned: list = []  # handed-out slabs nothing views any more (appended from any thread)
+        self.dropped: list[list[str]] = [[] for _ in range(slots)]  # unlinked since each worker last heard
         self.closed = False
         if budget:
             _HANDING_OUT.add(self)
@@ -182,8 +193,8 @@ class SlabPool:
             self.out_bytes -= slab.size
             w = slab._jf_worker
             if (self.closed or slab.size < self.size or self.count[w] >= 2 * self.per_worker
-                    or getattr(slab, "_jf_forked", False)):  # (``_before_fork``)
-                _release(slab)
+                    or getattr(slab, "_jf_forked", False) or getattr(slab, "_jf_unlinked", False)):
+                self._drop(slab)  # (``_before_fork``, ``trim``)
             else:
                 self.count[w] += 1
                 self.all[slab.name] = slab
@@ -198,7 +209,36 @@ class SlabPool:
     def _destroy(self, slab):
         if self.all.pop(slab.name, None) is not None:
             self.count[slab._jf_worker] -= 1
+        self._drop(slab)
+
+    def _drop(self, slab) -> None:
+        """Unlink and unmap ``slab`` here; its worker is told to unmap it too (``take_dropped``): a slab's
+        memory is freed only once no process maps it, and a worker keeps up to ``MAX_ATTACHED`` mapped."""
         _release(slab)
+        if not self.closed:
+            self.dropped[slab._jf_worker].append(slab.name)
+
+    def take_dropped(self, worker: int) -> list[str]:
+        """The names of ``worker``'s slabs dropped since the last call: the worker should unmap them."""
+        names, self.dropped[worker] = self.dropped[worker], []
+        return names
+
+    def held_bytes(self) -> int:
+        """Bytes of /dev/shm this pool's own slabs hold (those handed out are the user's until they go)."""
+        return sum(slab.size for slab in self.all.values())
+
+    def trim(self) -> None:
+        """Hold nothing in /dev/shm (an idle pool: ``_Pool.retire``): every free slab dropped, and those still
+        handed out unlinked -- their views keep them mapped, and their memory goes with the last view (as
+        ``close`` does), never lent again."""
+        self._take_returned()
+        for free in self.free:
+            while free:
+                self._destroy(free.pop())
+        for slab in list(self.out.values()):
+            _unlink(slab)
+            slab._jf_unlinked = True
+            self.dropped[slab._jf_worker].append(slab.name)  # (the worker that wrote it may map it)
 
     def close(self) -> None:
         self.closed = True
@@ -477,3 +517,4 @@ def unpack_block(block, buf) -> list:
 
 
 STOP = b"S"  # the message that ends a map worker (``engine/worker.py``); a task is a pickle (never b"S")
+FORGET = b"F"  # followed by a pickled list of slab names: the consumer unlinked them, the worker unmaps them

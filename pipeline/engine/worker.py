@@ -25,7 +25,7 @@ from ..iterators.batch import stack_fast
 from .blocks import Failure, apply_block
 from ..iterators.map import rng_factory
 from .processes import fresh_random_state, ignore_interrupts, keep_freed_memory, outlive_no_consumer, take_environment
-from .shared_memory import STOP, SlabWriter, attach, has_big_leaf, unpack_block
+from .shared_memory import FORGET, STOP, SlabWriter, attach, has_big_leaf, unpack_block
 
 STACKED = "stacked"  # results tag: one stacked batch instead of a list of elements
 
@@ -52,6 +52,9 @@ def main(conn, fn_bytes: bytes, label: str, environ: dict, consumer: int) -> Non
             return
         if message == STOP:
             break
+        if message[:1] == FORGET:
+            _forget(pickle.loads(message[1:]), slabs)
+            continue
         conn.send_bytes(_answer(fn, label, message, slabs, factories))
     for slab in slabs.values():
         _detach(slab)
@@ -136,6 +139,14 @@ def _attached(slab_name, slabs: dict):
             _detach(slabs.pop(next(iter(slabs))))
     slabs[slab_name] = slab  # (last used last)
     return slab.buf
+
+
+def _forget(names, slabs: dict) -> None:
+    """Unmap the slabs the consumer unlinked: their memory is freed only once no process maps them."""
+    for name in names:
+        slab = slabs.pop(name, None)
+        if slab is not None:
+            _detach(slab)
 
 
 def _detach(slab) -> None:

@@ -18,7 +18,10 @@
 - Pools outlive iterators: one that ran to its end (every task answered) is kept idle (``_Pool.retire``,
   ``KEEP_IDLE`` at most) and serves the next iterator of the same pickled function and code (its module
   file unchanged) with the same working directory and environment (``open_pool``); starting workers
-  (30-100 ms) and faulting in new slabs cost every epoch ~10-15% before. ``close_idle_pools`` (also at exit) stops them; a forked child forgets them.
+  (30-100 ms) and faulting in new slabs cost every epoch ~10-15% before. ``close_idle_pools`` (also at exit)
+  stops them; a forked child forgets them. An idle pool keeps its slabs only while idle pools hold at most
+  ``1/IDLE_SHM_SHARE`` of /dev/shm (P4's held ~50 MB: most of a container's 64 MB, taken from every other
+  program there); past that it drops them, and unlinks those the user still holds (freed with their views).
 - Failures in the function arrive in their element's slot, with their type. A worker that dies is noticed
   while waiting (its process sentinel is waited on with the pipes): ``WorkerDiedError`` names it.
 - ``num_parallel_calls=AUTOTUNE`` starts one worker per CPU of ``Options.autotune.cpu_budget`` (or
@@ -55,7 +58,8 @@ from ..engine.pool import thread_cap
 from ..engine.blocks import Delivery, DeliveringIterator, Failure, StackedDelivery, apply_block
 from .base import count_held, finalizing
 from .map import HandedOverByProbe, node_seeds, rng_factory
-from ..engine.shared_memory import STOP, Columns, SlabPool, SlabWriter, handout_budget, pack_block, unpack_leaves
+from ..engine.shared_memory import (FORGET, STOP, Columns, SlabPool, SlabWriter, handout_budget, pack_block,
+                                    shm_size, unpack_leaves)
 from ..engine.worker import STACKED
 from ..engine.processes import mp_context, start_without_main, worker_reason
 from ..engine.processes import stop as stop_processes
@@ -185,6 +189,13 @@ class _Pool:
     def send(self, worker: int, message: bytes) -> None:
         self.outboxes[worker].put(message)
 
+    def tell_dropped(self, worker: int) -> None:
+        """Tell ``worker`` which of its slabs were unlinked since it last heard: it unmaps them (a worker keeps
+        up to ``MAX_ATTACHED`` mapped, and an unlinked slab's memory stays in use while anyone maps it)."""
+        names = self.slabs.take_dropped(worker) + self.inboxes.take_dropped(worker)
+        if names:
+            self.send(worker, FORGET + pickle.dumps(names, protocol=5))
+
     def release(self) -> None:
         """Tell the workers to exit after their tasks (the stop is sent behind them): no more will come."""
         if not self.released:
@@ -205,9 +216,16 @@ class _Pool:
             _IDLE[self.key] = self
             while len(_IDLE) > KEEP_IDLE:
                 evicted.append(_IDLE.popitem(last=False)[1])
+            held = sum(p.slabs.held_bytes() + p.inboxes.held_bytes() for p in _IDLE.values())
         for pool in evicted:
             if pool is not None and pool is not self:
                 pool.close()
+        size = shm_size()
+        if size is not None and held > size // IDLE_SHM_SHARE:  # (a container's /dev/shm is often 64 MB)
+            self.slabs.trim()
+            self.inboxes.trim()
+        for w in range(len(self.procs)):
+            self.tell_dropped(w)
 
     def alive(self) -> bool:
         return all(p.is_alive() for p in self.procs)
@@ -232,6 +250,8 @@ class _Pool:
 
 
 KEEP_IDLE = 2  # pools kept between iterators, at most (each: its workers and their slabs)
+IDLE_SHM_SHARE = 16  # idle pools keep their slabs while these hold at most this share of /dev/shm's size; past
+# it a retiring pool drops its own (the next epoch makes new ones: a few ms of page faults)
 _IDLE: "collections.OrderedDict[tuple, _Pool]" = collections.OrderedDict()  # by ``open_pool``'s key
 _IDLE_LOCK = threading.RLock()  # (re-entrant: a finalizer run by the garbage collector may retire a pool)
 
@@ -431,6 +451,7 @@ class ProcessMapIterator(HandedOverByProbe, DeliveringIterator):
         pool = self._pool
         slab = pool.slabs.lend(w)
         inbox = pool.inboxes.lend(w)
+        pool.tell_dropped(w)  # (before the task: the slabs it replaced)
         task = _Task(next(self._ids), w, self._position, len(block), slab, inbox=inbox)
         writer = SlabWriter(pool.inboxes.buffer(inbox))
         packed = pack_block(block, writer)

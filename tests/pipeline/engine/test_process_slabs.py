@@ -349,3 +349,73 @@ def test_inputs_bigger_than_a_task_budget_still_go_through_a_slab(monkeypatch):
     got = list(pmap(volumes, lambda v: v[:, :4].sum(axis=1), workers=1))
     assert_elements_equal(got, list(volumes.map(lambda v: v[:, :4].sum(axis=1))))
     assert any(type(p) is shared_memory.Columns for p in packed[1:])
+
+
+def _worker_slab_maps(pool) -> dict:
+    """{worker pid: the slabs it maps} ('(deleted)' marks one the consumer unlinked)."""
+    out = {}
+    for p in pool.procs:
+        with open(f"/proc/{p.pid}/maps") as f:
+            out[p.pid] = sorted({line.split(maxsplit=5)[-1].strip() for line in f if "/jaxfeed_" in line})
+    return out
+
+
+def _eventually(check, seconds=30.0):
+    """``check()`` once it holds, or its last value after ``seconds`` (a hang guard: a worker reads its
+    messages in order, whenever it is scheduled)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while True:
+        got = check()
+        if got or time.monotonic() > deadline:
+            return got
+        time.sleep(0.02)
+
+
+def _idle_pool():
+    (pool,) = process_map._IDLE.values()
+    return pool
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="Linux /proc")
+def test_a_worker_unmaps_the_slabs_the_consumer_dropped():
+    """A slab's memory is freed only once no process maps it. A worker kept up to ``MAX_ATTACHED`` slabs mapped,
+    those the consumer had replaced by bigger ones included: in /dev/shm they held ~15-30 MB an epoch of P4 in
+    processes, unlinked, until the workers exited."""
+    ds = pmap(Dataset.range(3000), image).batch(256)  # the first blocks are small: their slabs are replaced
+    assert sum(float(b[:, 0, 0, 0].sum()) for b in ds) == sum(range(3000))
+    pool = _idle_pool()
+
+    def no_deleted():
+        maps = _worker_slab_maps(pool)
+        return maps if not any("(deleted)" in m for ms in maps.values() for m in ms) else None
+
+    assert _eventually(no_deleted), _worker_slab_maps(pool)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="Linux /proc")
+def test_an_idle_pool_holds_nothing_in_a_small_dev_shm(monkeypatch):
+    """A pool kept between epochs kept its slabs (~50 MB for P4 in processes): most of a container's 64 MB
+    /dev/shm, taken from every other program there. Past ``1/IDLE_SHM_SHARE`` of /dev/shm it drops them; a batch
+    the user still holds stays valid and its memory goes with it."""
+    monkeypatch.setattr(process_map, "shm_size", lambda: 64 << 20)
+    before = set(os.listdir("/dev/shm"))  # (an earlier test's iterator the collector has not reached yet)
+    ds = pmap(Dataset.range(3000), image).batch(256)
+    for held in ds:  # (the last batch is held when the epoch ends)
+        pass
+    pool = _idle_pool()
+    assert pool.slabs.held_bytes() == pool.inboxes.held_bytes() == 0
+    assert not [n for n in set(os.listdir("/dev/shm")) - before if n.startswith(shared_memory.PREFIX)]
+    assert _eventually(lambda: not any(_worker_slab_maps(pool).values())), _worker_slab_maps(pool)
+    assert_elements_equal(held, np.stack([image(x) for x in range(2816, 3000)]))
+    assert_elements_equal(list(ds)[-1], held)  # the next epoch makes slabs again
+    del held
+
+
+def test_an_idle_pool_keeps_its_slabs_where_dev_shm_has_room(monkeypatch):
+    """Where /dev/shm is large the slabs stay for the next epoch (each new one is page faults again)."""
+    monkeypatch.setattr(process_map, "shm_size", lambda: 64 << 30)
+    ds = pmap(Dataset.range(3000), image).batch(256)
+    total = sum(float(b[:, 0, 0, 0].sum()) for b in ds)
+    assert total == sum(range(3000)) and _idle_pool().slabs.held_bytes() > 0
