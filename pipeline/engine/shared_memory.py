@@ -9,9 +9,9 @@ closing the pool never meets them) or, past the hand-out budget, copied out (``t
 created and unlinked per array: sizes grow to what the tasks need (a slab too small is replaced). Workers only
 attach (without registering with the resource tracker, which would otherwise "clean up" the consumer's
 segments when a worker exits) and keep the last ``worker.MAX_ATTACHED`` mapped, less those the consumer
-dropped (it tells them: ``FORGET``; an unlinked slab's memory stays in use while any process maps it). ``SlabPool.close`` unlinks
-everything (slabs still viewed are unmapped when their views go); the resource tracker unlinks what is left if
-the consumer itself is killed.
+dropped (it tells them: ``FORGET``; an unlinked slab's memory stays in use while any process maps it).
+``SlabPool.close`` unlinks everything (slabs still viewed are unmapped when their views go); the resource
+tracker unlinks what is left if the consumer itself is killed.
 
 Leaves smaller than ``MIN_SHM_BYTES`` travel pickled: below that size a pickle is cheaper than the
 bookkeeping.

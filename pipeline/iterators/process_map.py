@@ -69,9 +69,10 @@ log = logging.getLogger("jaxfeed")
 TARGET_TASK_SECONDS = 0.008  # per task: the consumer's cost per task (pickle the block, receive, restore) is
 # CPU the workers lack on a small machine; 8 ms tasks made P5 ~10% faster than 4 ms on 2 cores (16 ms: no better)
 MAX_BLOCK = 1024
-TASK_BYTES = 8 << 20  # results (and inputs) of a task in shared memory at most: a slab is faulted in once per worker and
-# reused, and the smaller the slabs the fewer pages that costs (P4's 48 KB results, 30 us calls: tasks of 266
-# elements took 13-16 MB slabs, half of an epoch's results went through slabs new to the worker)
+# Results (and inputs) of a task in shared memory at most: a slab is faulted in once per worker and reused, and
+# the smaller the slabs the fewer pages that costs (P4's 48 KB results, 30 us calls: tasks of 266 elements took
+# 13-16 MB slabs, half of an epoch's results went through slabs new to the worker)
+TASK_BYTES = 8 << 20
 DEPTH = 2  # tasks in flight per worker: one running, one queued behind it
 HERE_SECONDS = 0.002  # a block mapped on the consumer's thread while the workers start (start_in_background)
 YIELD_SECONDS = 0.0002  # ...and between two such blocks, a wait on the starting thread that lets it have the GIL:
@@ -211,21 +212,26 @@ class _Pool:
         if self.released or self.unanswered or finalizing() or not self.alive():
             self.close()
             return
+        size = shm_size()  # trimmed before it is idle: once there another iterator may take it
         with _IDLE_LOCK:
-            evicted = [_IDLE.pop(self.key, None)]
-            _IDLE[self.key] = self
-            while len(_IDLE) > KEEP_IDLE:
-                evicted.append(_IDLE.popitem(last=False)[1])
-            held = sum(p.slabs.held_bytes() + p.inboxes.held_bytes() for p in _IDLE.values())
-        for pool in evicted:
-            if pool is not None and pool is not self:
-                pool.close()
-        size = shm_size()
+            held = sum(p.held_bytes() for p in [self, *_IDLE.values()] if p.key != self.key or p is self)
         if size is not None and held > size // IDLE_SHM_SHARE:  # (a container's /dev/shm is often 64 MB)
             self.slabs.trim()
             self.inboxes.trim()
         for w in range(len(self.procs)):
             self.tell_dropped(w)
+        with _IDLE_LOCK:
+            evicted = [_IDLE.pop(self.key, None)]
+            _IDLE[self.key] = self
+            while len(_IDLE) > KEEP_IDLE:
+                evicted.append(_IDLE.popitem(last=False)[1])
+        for pool in evicted:
+            if pool is not None and pool is not self:
+                pool.close()
+
+    def held_bytes(self) -> int:
+        """Bytes of /dev/shm the pool's own slabs hold."""
+        return self.slabs.held_bytes() + self.inboxes.held_bytes()
 
     def alive(self) -> bool:
         return all(p.is_alive() for p in self.procs)
