@@ -266,6 +266,22 @@ def _p4_in_flight(s):
     return 2 * _cpus() * pixels * (1 + 4) + pixels * 4
 
 
+def _p5_in_flight(s):
+    """What P5's process map (``pipeline/iterators/process_map.py``) may hold: ``DEPTH`` tasks per worker (a
+    worker per CPU under AUTOTUNE), each of up to ``MAX_BLOCK`` lines, every one held twice -- the consumer's
+    pickled task and the worker's unpickled lines, the worker's results and the answer the consumer reads --
+    plus two batches (the one being gathered and the one the consumer holds). A line is ~300 bytes with its
+    object; a result, a 32-int32 array with its object. (Counted since the memory probe counts the workers'
+    memory too; the earlier nominal, eight batches of lines, predates tasks of ``MAX_BLOCK`` lines.)"""
+    import sys
+
+    from jaxfeed.pipeline.iterators import process_map
+
+    result = sys.getsizeof(np.zeros(w.P5_LENGTH, np.int32))
+    tasks = process_map.DEPTH * _cpus()
+    return 2 * tasks * process_map.MAX_BLOCK * (300 + result) + 2 * w.P5_BATCH * w.P5_LENGTH * 4
+
+
 P6_ROW_GROUP = 8192  # rows per Parquet row group, as bench/data.py's write_parquet writes them
 P6_ARROW_ROW = 8 + 4 + 4 + 8 + (4 + 8)  # one row decoded in Arrow: id, label, score, weight, text (offset + ~8 chars)
 P6_NUMPY_ROW = 8 + 4 + 4 + 8 + (8 + 48)  # one row of an output batch: text as a pointer to a ~48-byte bytes object
@@ -300,7 +316,7 @@ PIPELINES = {
                    vectorized=p4_vectorized, as_ported=p4_as_ported,
                    extra_baselines={"hand loop on 2 threads": baselines.p4_two_threads}),
     "P5": Pipeline("P5", "Python map: tokenize lines, process workers -> batch(256)", "line", p5, baselines.p5,
-                   lambda s: w.P5_LENGTH * 4, lambda s: 8 * w.P5_BATCH * (w.P5_LENGTH * 4 + 300),
+                   lambda s: w.P5_LENGTH * 4, _p5_in_flight,
                    tunable=True, target_peers="python", as_ported=p5_as_ported),
     "P6": Pipeline("P6", "Parquet: files -> rows -> batch(256)", "row", p6, baselines.p6,
                    lambda s: 8 + 4 + 4 + 8 + 16, _p6_in_flight, as_ported=p6_as_ported,

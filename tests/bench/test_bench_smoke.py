@@ -407,3 +407,36 @@ def test_as_ported_targets_read_the_named_run_and_the_same_function_peers():
     assert t["jaxfeed / best peer"]["value"] == pytest.approx(100 / 60)  # the best form, any peer
     text = "\n".join(report.as_ported_table(results))
     assert "30" in text and "0.75x" in text and "1.50x" in text
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux /proc")
+def test_the_memory_probe_counts_what_child_processes_grow_by():
+    """P5's map runs in worker processes: the peak RSS of the consumer alone left their memory out."""
+    pytest.importorskip("psutil")
+    from jaxfeed.bench import memory
+
+    code = ("import sys; sys.stdin.readline(); x = bytearray(24 << 20)\n"
+            "for i in range(0, len(x), 4096): x[i] = 1\n"
+            "print('grown', flush=True); sys.stdin.readline()")
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        with memory.WorkerMemory() as sampled:
+            child.stdin.write("grow\n")
+            child.stdin.flush()
+            assert child.stdout.readline().strip() == "grown"
+        assert 24 << 20 <= sampled.delta < 40 << 20
+    finally:
+        child.kill()
+        child.wait(60)
+
+
+def test_the_memory_target_judges_the_consumer_and_its_workers_together():
+    mib = 1 << 20
+    pipeline = {"runs": {}, "in_flight_bytes": 4 * mib,
+                "memory": {"status": "ok", "rss_delta": 2 * mib, "workers_delta": 7 * mib}}
+    (entry,) = [t for t in report.compute_targets({"pipelines": {"P5": pipeline}}) if "RSS" in t["target"]]
+    assert entry["value"] == pytest.approx(9 / 4) and entry["status"] == "MISS"
+    assert "7.0 MiB of it in child processes" in entry["detail"]
+    del pipeline["memory"]["workers_delta"]  # (a run from before workers were counted)
+    (entry,) = [t for t in report.compute_targets({"pipelines": {"P5": pipeline}}) if "RSS" in t["target"]]
+    assert entry["value"] == pytest.approx(0.5) and entry["status"] == "pass"
