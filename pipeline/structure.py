@@ -780,6 +780,15 @@ def leaf_specs(spec) -> list:
     return flatten(spec)
 
 
+def concatenate(arrays: Sequence) -> np.ndarray:
+    """``np.concatenate(arrays)`` keeping the dtype they share: numpy gives a non-native byte order (``>i4``)
+    back in native order, where ``batch`` keeps it -- and ``np.dtype(">i4") != np.dtype("<i4")``."""
+    dtype = getattr(arrays[0], "dtype", None)
+    if dtype is not None and all(getattr(a, "dtype", None) == dtype for a in arrays):
+        return np.concatenate(arrays, dtype=dtype)
+    return np.concatenate(arrays)
+
+
 def stack(elements: Sequence, spec=None, what: str = "batch"):
     """Stack elements (same nest) on a new leading dimension, leaf by leaf, into fresh arrays."""
     first = elements[0]

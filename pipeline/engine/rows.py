@@ -127,7 +127,7 @@ class RowQueue:
 
     def _concatenate(self, leaf_index, col):
         try:
-            return np.concatenate(col)
+            return structure.concatenate(col)
         except ValueError:
             shapes = [list(np.shape(c)[1:]) for c in col]
             bad = next((i for i, s in enumerate(shapes) if s != shapes[0]), None)

@@ -63,7 +63,7 @@ class RaggedBatchIterator(_Batcher):
                                            f"{sorted({np.shape(a) for a in arrays})}.", "ragged_batch")
             lengths = np.fromiter((len(a) for a in arrays), dtype=np.int64, count=len(arrays))
             splits = np.concatenate([[0], np.cumsum(lengths)]).astype(self.node.row_splits_dtype)
-            values = np.concatenate(arrays) if len(arrays) > 1 else np.array(arrays[0], copy=True)
+            values = structure.concatenate(arrays) if len(arrays) > 1 else np.array(arrays[0], copy=True)
             leaves.append(RaggedValue(values, splits))
         return structure.pack_as(first, leaves) if structure.is_nested(first) else leaves[0]
 

@@ -87,3 +87,30 @@ def test_batch_stacks_like_arrays_exactly_whatever_their_layout(dtype, shape, n,
         got = next(iter(ds.batch(n)))
         assert got.dtype.newbyteorder("=") == want.dtype and got.shape == want.shape and np.array_equal(got, want)
         assert got.flags.writeable and not any(np.shares_memory(got, v) for v in values)
+
+
+def _fails_at_5(x):
+    if int(x[0]) == 10:
+        raise ValueError("element 5")
+    return x
+
+
+@pytest.mark.parametrize("dtype", [">i4", ">f8", "<i8"])
+def test_every_way_rows_are_joined_keeps_the_byte_order_batch_keeps(dtype):
+    """``batch`` keeps a big-endian dtype; rows joined from several batches went through ``np.concatenate``,
+    which gives them back in native order -- and ``np.dtype(">i4") != np.dtype("<i4")``: ``rebatch``,
+    ``ragged_batch``'s values, and a process map's batches after an error (rows of its workers' blocks)."""
+    x = np.arange(40).reshape(20, 2).astype(dtype)
+    src = Dataset.from_tensor_slices(x)
+    ragged = Dataset.range(6).map(lambda i: x[: int(i) % 3 + 1, 0])
+    got = {
+        "batch": list(src.batch(3)),
+        "rebatch": list(src.batch(3).rebatch(4)),
+        "unbatch.batch": list(src.batch(3).unbatch().batch(4)),
+        "ragged_batch": [b.values for b in ragged.ragged_batch(3)],
+        "process map after an error": list(src.map(_fails_at_5, num_parallel_calls=2, executor="process")
+                                           .ignore_errors().batch(4)),
+    }
+    for how, batches in got.items():
+        assert batches and all(b.dtype == np.dtype(dtype) for b in batches), (how, [b.dtype.str for b in batches])
+    assert np.array_equal(np.concatenate(got["rebatch"]), x)
