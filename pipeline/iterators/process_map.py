@@ -16,8 +16,9 @@
   the GIL over 48 KB results -- 27 us a call -- 44k img/s in processes, 32k on two threads, 47k the one-thread
   hand loop.)
 - Pools outlive iterators: one that ran to its end (every task answered) is kept idle (``_Pool.retire``,
-  ``KEEP_IDLE`` at most) and serves the next iterator of the same pickled function and code (its module
-  file unchanged) with the same working directory and environment (``open_pool``); starting workers
+  ``KEEP_IDLE`` at most) and serves the next iterator of the same pickled function and code (its module's
+  file, and those of the modules it imports, unchanged) with the same working directory and environment
+  (``open_pool``); starting workers
   (30-100 ms) and faulting in new slabs cost every epoch ~10-15% before. ``close_idle_pools`` (also at exit)
   stops them; a forked child forgets them. An idle pool keeps its slabs only while idle pools hold at most
   ``1/IDLE_SHM_SHARE`` of /dev/shm (P4's held ~50 MB: most of a container's 64 MB, taken from every other
@@ -129,24 +130,46 @@ def open_pool(fn, label: str, n: int) -> "_Pool":
 
 
 def _code_of(fn) -> bytes:
-    """The function's code as bytes, and its module file's size and modification time: a module's function
-    is pickled by reference (its module and name), so the same bytes after the module was edited and
-    reloaded (a notebook's autoreload) would reuse workers running the old code -- of the function, or of
-    the helpers it calls in its module."""
+    """The function's code as bytes, and the size and modification time of its module's file and of the
+    files of the modules that module refers to (``_module_files``): a module's function is pickled by
+    reference (its module and name), so the same bytes after the module -- or a module it calls into, as
+    ``other.helper(x)`` -- was edited and reloaded (a notebook's autoreload) would reuse workers running the
+    old code."""
     import marshal
-    import sys
 
     code = getattr(fn, "__code__", None)
     try:
         out = marshal.dumps(code) if code is not None else b""
     except ValueError:  # (a code object marshal cannot write: never reused, pickled bytes aside)
         out = repr(id(code)).encode()
-    path = getattr(sys.modules.get(getattr(fn, "__module__", None) or ""), "__file__", None)
-    try:
-        st = os.stat(path) if path else None
-    except OSError:
-        st = None
-    return out + (f"|{path}|{st.st_size}|{st.st_mtime_ns}".encode() if st is not None else b"")
+    for path in _module_files(fn):
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        out += f"|{path}|{st.st_size}|{st.st_mtime_ns}".encode()
+    return out
+
+
+def _module_files(fn) -> list:
+    """The file of ``fn``'s module, then those of the modules its module's globals are or come from (its
+    imports, the functions and classes it imported): one level, sorted."""
+    import sys
+    import types
+
+    def file_of(name):
+        return getattr(sys.modules.get(name or ""), "__file__", None)
+
+    own = file_of(getattr(fn, "__module__", None))
+    others = set()
+    for value in list((getattr(fn, "__globals__", None) or {}).values()):
+        if isinstance(value, types.ModuleType):
+            others.add(getattr(value, "__file__", None))
+        elif isinstance(value, (types.FunctionType, type)):
+            others.add(file_of(getattr(value, "__module__", None)))
+    others.discard(None)
+    others.discard(own)
+    return ([own] if own else []) + sorted(others)
 
 
 class _Pool:

@@ -468,19 +468,24 @@ def test_workers_draw_from_numpy_global_random_state_of_their_own():
     assert not set(first) & set(second)
 
 
-def _edit_and_reload(tmp_path, monkeypatch, name, before, after):
+def _edit_and_reload(tmp_path, monkeypatch, name, before, after, caller=None):
     """Run ``f`` of a module written with ``before``, then of the same module rewritten with ``after`` and
-    reloaded: the values of both runs."""
+    reloaded: the values of both runs. With ``caller``, ``f`` is that module's (another, unchanged one that
+    calls into the edited module)."""
     import importlib
 
     module = tmp_path / f"{name}.py"
     module.write_text(before)
     monkeypatch.syspath_prepend(str(tmp_path))
     probe = importlib.import_module(name)
-    first = [int(v) for v in pmap(Dataset.range(4), probe.f)]
+    if caller is not None:
+        (tmp_path / f"{name}_caller.py").write_text(caller)
+    f = importlib.import_module(f"{name}_caller").f if caller is not None else probe.f
+    first = [int(v) for v in pmap(Dataset.range(4), f)]
     module.write_text(after)
     importlib.reload(probe)
-    return first, [int(v) for v in pmap(Dataset.range(4), probe.f)]
+    f = f if caller is not None else probe.f
+    return first, [int(v) for v in pmap(Dataset.range(4), f)]
 
 
 def test_kept_workers_are_not_reused_once_the_functions_module_was_edited_and_reloaded(tmp_path, monkeypatch):
@@ -491,3 +496,13 @@ def test_kept_workers_are_not_reused_once_the_functions_module_was_edited_and_re
     helper = "def helper(x):\n    return x + {}\n\n\ndef f(x):\n    return helper(x)\n"
     assert _edit_and_reload(tmp_path, monkeypatch, "jaxfeed_reload_helper", helper.format(1),
                             helper.format("1000  # edited")) == ([1, 2, 3, 4], [1000, 1001, 1002, 1003])
+
+
+def test_kept_workers_are_not_reused_once_a_module_the_function_calls_into_was_edited_and_reloaded(
+        tmp_path, monkeypatch):
+    """``other.helper(x)`` from an unchanged module: after ``importlib.reload(other)`` the consumer's threads
+    run the new helper; workers kept from before ran the old one."""
+    helper = "def helper(x):\n    return x + {}\n"
+    caller = "import jaxfeed_reload_other as other\n\n\ndef f(x):\n    return other.helper(x)\n"
+    assert _edit_and_reload(tmp_path, monkeypatch, "jaxfeed_reload_other", helper.format(1),
+                            helper.format("1000  # edited"), caller) == ([1, 2, 3, 4], [1000, 1001, 1002, 1003])
