@@ -31,6 +31,8 @@ so the slot model, the order, errors and the saved state are the same whichever 
   does not pickle, or whose pickle is larger than ``MAX_PAYLOAD`` (a generator closing over its data: copying
   it to a worker per slot would cost more than reading it here) -- and then the iterator's later slots too --
   and one a worker fails to open (a module the workers cannot import: it is read here from then on).
+  So does a generator whose module (or one its module imports) was edited since a generator of it was first
+  sent to the workers (``code_stamps``: a notebook's reload; the workers still run the code they imported).
   ``RemoteOpener.reason`` says why, for ``explain``.
 - A worker that dies fails the reads of its slots with ``WorkerDiedError`` (in their place); the workers are
   then replaced for the slots opened after.
@@ -58,6 +60,7 @@ from . import inner_worker
 from .inner_worker import RID
 from .processes import mp_context, start_without_main
 from .processes import stop as stop_processes
+from . import code_stamps
 from .worker_safety import safety_reason
 
 MAX_PAYLOAD = 1 << 20  # bytes of a pickled inner dataset sent to a worker at most (see the module doc)
@@ -134,6 +137,7 @@ class InnerWorkers:
         self.held = [set() for _ in range(n)]  # keys of slots a worker opened (answered) and not closed here
         self.dropped = [set() for _ in range(n)]  # keys of slots closed here, until the worker closed them too
         self.stuck = [None] * n  # the key a worker was stopped for: stuck in a read for a closed slot
+        self.stamps: dict = {}  # file -> (size, mtime) when a generator of its module was first sent here
         try:
             for i in range(n):
                 mine, theirs = ctx.Pipe(duplex=True)
@@ -155,6 +159,16 @@ class InnerWorkers:
 
     def __len__(self):
         return len(self.procs)
+
+    def changed_files(self, fn) -> list:
+        """The files of ``fn``'s module and its imports (``code_stamps``) that changed since a generator of
+        theirs was first sent to these workers -- which imported them then and run that code still; the others
+        are noted as they are now."""
+        changed = []
+        for path, stamp in code_stamps.file_stamps(fn).items():
+            if self.stamps.setdefault(path, stamp) != stamp:
+                changed.append(path)
+        return changed
 
     def submit(self, worker: int, request) -> Answer:
         """Send ``request`` (``(op, key, *args)``) to ``worker`` without waiting for its answer."""
@@ -503,7 +517,7 @@ class RemoteOpener:
         self.reason: str | None = None
         self.opened = 0  # slots opened in workers
         self._off = False  # a reason that holds for every later slot of this iterator
-        self._checked = self._unsafe = None  # the generator function last checked (worker_safety), and why not
+        self._check = (None, None)  # the generator function last checked, and why it must stay here (or None)
 
     def may_open(self) -> bool:
         """Whether a slot opened now is likely to go to a worker: they are up, nothing ruled this iterator out,
@@ -522,11 +536,6 @@ class RemoteOpener:
             self.reason = f"inner dataset is {dataset.kind}, not from_generator: its reads need no process"
             return None
         fn = dataset.generator
-        if fn is not self._checked:  # (one function for every slot, as a rule: checked once)
-            self._checked, self._unsafe = fn, safety_reason(fn)
-        if self._unsafe is not None:
-            self.reason = f"{self._unsafe}: what it changes would change in a worker's copy only"
-            return None
         workers = shared_workers(self.limit)
         if workers is None:
             error = start_error()
@@ -534,6 +543,20 @@ class RemoteOpener:
                 self._off, self.reason = True, f"worker processes failed to start ({type(error).__name__}: {error})"
             else:
                 self.reason = "worker processes starting: slots open here meanwhile"
+            return None
+        checked, unsafe = self._check
+        if fn is not checked:  # (one function for every slot, as a rule: checked once per iterator)
+            unsafe = safety_reason(fn)
+            if unsafe is not None:
+                unsafe = f"{unsafe}: what it changes would change in a worker's copy only"
+            elif changed := workers.changed_files(fn):
+                unsafe = (f"{', '.join(map(os.path.basename, changed))} changed since the worker processes "
+                          f"imported it: they would run the old code")
+            # one store: slots open on several threads, and another must never see this function with the
+            # last one's verdict (two stores let a slot of a generator that must stay here go to a worker)
+            self._check = (fn, unsafe)
+        if unsafe is not None:
+            self.reason = unsafe
             return None
         import cloudpickle
 

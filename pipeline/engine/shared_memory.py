@@ -224,7 +224,9 @@ class SlabPool:
         return names
 
     def held_bytes(self) -> int:
-        """Bytes of /dev/shm this pool's own slabs hold (those handed out are the user's until they go)."""
+        """Bytes of /dev/shm this pool's own slabs hold, those handed out that came back taken back first (those
+        still handed out are the user's until they go). For a pool no iterator uses (``_take_returned``)."""
+        self._take_returned()
         return sum(slab.size for slab in self.all.values())
 
     def trim(self) -> None:

@@ -59,6 +59,7 @@ from ..engine.pool import thread_cap
 from ..engine.blocks import Delivery, DeliveringIterator, Failure, StackedDelivery, apply_block
 from .base import count_held, finalizing
 from .map import HandedOverByProbe, node_seeds, rng_factory
+from ..engine import code_stamps
 from ..engine.shared_memory import (FORGET, STOP, Columns, SlabPool, SlabWriter, handout_budget, pack_block,
                                     shm_size, unpack_leaves)
 from ..engine.worker import STACKED
@@ -124,52 +125,9 @@ def open_pool(fn, label: str, n: int) -> "_Pool":
     except Exception as e:  # noqa: BLE001 - say which function and why, keep the cause
         raise TypeError(f"{label}: executor='process' needs a function cloudpickle can serialise, and "
                         f"{getattr(fn, '__qualname__', fn)!r} is not: {e}") from e
-    key = (fn_bytes, _code_of(fn), label, n)
+    key = (fn_bytes, code_stamps.signature(fn), label, n)  # (kept workers run the code they imported)
     pool = _take_idle(key)
     return pool if pool is not None else _Pool(fn_bytes, key, n, label)
-
-
-def _code_of(fn) -> bytes:
-    """The function's code as bytes, and the size and modification time of its module's file and of the
-    files of the modules that module refers to (``_module_files``): a module's function is pickled by
-    reference (its module and name), so the same bytes after the module -- or a module it calls into, as
-    ``other.helper(x)`` -- was edited and reloaded (a notebook's autoreload) would reuse workers running the
-    old code."""
-    import marshal
-
-    code = getattr(fn, "__code__", None)
-    try:
-        out = marshal.dumps(code) if code is not None else b""
-    except ValueError:  # (a code object marshal cannot write: never reused, pickled bytes aside)
-        out = repr(id(code)).encode()
-    for path in _module_files(fn):
-        try:
-            st = os.stat(path)
-        except OSError:
-            continue
-        out += f"|{path}|{st.st_size}|{st.st_mtime_ns}".encode()
-    return out
-
-
-def _module_files(fn) -> list:
-    """The file of ``fn``'s module, then those of the modules its module's globals are or come from (its
-    imports, the functions and classes it imported): one level, sorted."""
-    import sys
-    import types
-
-    def file_of(name):
-        return getattr(sys.modules.get(name or ""), "__file__", None)
-
-    own = file_of(getattr(fn, "__module__", None))
-    others = set()
-    for value in list((getattr(fn, "__globals__", None) or {}).values()):
-        if isinstance(value, types.ModuleType):
-            others.add(getattr(value, "__file__", None))
-        elif isinstance(value, (types.FunctionType, type)):
-            others.add(file_of(getattr(value, "__module__", None)))
-    others.discard(None)
-    others.discard(own)
-    return ([own] if own else []) + sorted(others)
 
 
 class _Pool:

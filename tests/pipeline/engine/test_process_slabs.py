@@ -418,4 +418,5 @@ def test_an_idle_pool_keeps_its_slabs_where_dev_shm_has_room(monkeypatch):
     monkeypatch.setattr(process_map, "shm_size", lambda: 64 << 30)
     ds = pmap(Dataset.range(3000), image).batch(256)
     total = sum(float(b[:, 0, 0, 0].sum()) for b in ds)
+    gc.collect()
     assert total == sum(range(3000)) and _idle_pool().slabs.held_bytes() > 0

@@ -110,7 +110,7 @@ def test_slots_in_workers_give_the_sequential_elements(gen, sig, cycle, block_le
     ds = build(AUTOTUNE)
     it = iter(ds)
     got = list(it)
-    assert interleave_stage(it).executor_decision.executor == "process"
+    assert interleave_stage(it).executor_decision.executor == "process", interleave_stage(it).executor_decision
     assert_elements_equal(got, want)
     assert_elements_equal(list(ds), want)  # a second epoch, with futures opened ahead from its start
 
@@ -118,7 +118,7 @@ def test_slots_in_workers_give_the_sequential_elements(gen, sig, cycle, block_le
 def test_strings_come_back_as_bytes_and_dtypes_unchanged():
     it = iter(ported(rows, ROW_SIG, files=3).batch(50).with_options(opts()))
     first = next(it)
-    assert interleave_stage(it).executor_decision.executor == "process"
+    assert interleave_stage(it).executor_decision.executor == "process", interleave_stage(it).executor_decision
     assert first["id"].dtype == np.int64 and first["score"].dtype == np.float32
     assert first["text"].dtype == object and all(type(t) is bytes for t in first["text"])
 
@@ -867,3 +867,51 @@ def test_a_slot_whose_working_directory_is_gone_finds_nothing_there_not_the_work
     inner_worker._enter(places, 1)
     inner_worker._enter(places, 2)
     assert os.listdir(tmp_path / "temp") == []
+
+
+_RELOAD_SCRIPT = """
+import importlib, os, sys
+import numpy as np
+sys.path.insert(0, os.getcwd())  # (before the workers start: they import the module from here)
+from jaxfeed.pipeline import AUTOTUNE, Dataset, Options, TensorSpec
+from jaxfeed.pipeline.engine import remote_inner
+
+source = "def rows(i):\\n    for j in range(30):\\n        yield int(i) * 100 + j + {}\\n"
+with open("jaxfeed_edited_generator.py", "w") as f:
+    f.write(source.format(0))
+import jaxfeed_edited_generator as module
+
+o = Options()
+o.autotune.cpu_budget = 2
+remote_inner.shared_workers(2)
+remote_inner.wait_started(60)
+
+def run():
+    ds = Dataset.range(4).interleave(
+        lambda i: Dataset.from_generator(module.rows, args=(i,), output_signature=TensorSpec((), np.int64)),
+        cycle_length=4, num_parallel_calls=AUTOTUNE).with_options(o)
+    it = iter(ds)
+    got = sorted(int(x) for x in it)
+    return got, it._it.executor_decision if hasattr(it._it, "executor_decision") else ds.explain()
+
+list(run())  # (the next iterator opens its slots in the workers)
+first, decision = run()
+print("first", first == [i * 100 + j for i in range(4) for j in range(30)], "process (" in str(decision) or decision)
+with open("jaxfeed_edited_generator.py", "w") as f:
+    f.write(source.format(10_000) + "# edited\\n")
+importlib.reload(module)
+second, decision = run()
+print("second", second == [x + 10_000 for x in first], str(decision))
+"""
+
+
+def test_a_generator_whose_module_was_edited_and_reloaded_is_not_run_from_the_old_code(tmp_path):
+    """The workers are the process's and imported the generator's module when a slot of it was first sent
+    there; a module function is pickled by reference. After ``importlib.reload`` of an edited module (a
+    notebook's), the slots read in workers ran the old generator -- the threads, the new one. Such slots open
+    here now, and ``explain`` says why."""
+    (tmp_path / "reload.py").write_text(_RELOAD_SCRIPT)
+    done = subprocess.run([sys.executable, "reload.py"], cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    out = done.stdout
+    assert "first True True" in out, (out, done.stderr[-3000:])
+    assert "second True" in out and "changed since the worker processes imported it" in out, out
