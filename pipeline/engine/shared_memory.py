@@ -72,20 +72,21 @@ def shm_has_room(nbytes: int) -> bool:
 
 def _shm_free() -> int | None:
     """Bytes free in /dev/shm, or None where it cannot be measured."""
-    try:
-        st = os.statvfs("/dev/shm")
-    except (OSError, AttributeError):
-        return None
-    return st.f_bavail * st.f_frsize
+    st = _shm_stat()
+    return None if st is None else st.f_bavail * st.f_frsize
 
 
 def shm_size() -> int | None:
     """The size of /dev/shm in bytes, or None where it cannot be measured."""
+    st = _shm_stat()
+    return None if st is None else st.f_blocks * st.f_frsize
+
+
+def _shm_stat():
     try:
-        st = os.statvfs("/dev/shm")
+        return os.statvfs("/dev/shm")
     except (OSError, AttributeError):
         return None
-    return st.f_blocks * st.f_frsize
 
 
 def handout_budget() -> int:
