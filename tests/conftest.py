@@ -29,6 +29,10 @@ def _reset_global_seed():
 
     process_map = sys.modules.get("jaxfeed.pipeline.iterators.process_map")
     if process_map is not None:  # map workers kept for a next iterator are not the next test's
+        shared_memory = sys.modules["jaxfeed.pipeline.engine.shared_memory"]
+        if any(not pool.closed for pool in list(shared_memory._HANDING_OUT)):
+            import gc  # an iterator of this test held in a reference cycle (an error's traceback reaches it)
+            gc.collect()  # retires its pool when collected: here, not in a later test that counts segments
         process_map.close_idle_pools()
 
 

@@ -253,22 +253,23 @@ def test_a_worker_keeps_freed_memory_for_its_next_task(keep):
 
 
 def test_slabs_of_a_closed_pool_are_unlinked_even_when_results_still_view_them():
-    prefix = f"{shared_memory.PREFIX}{os.getpid()}_"
+    gc.collect()
+    before = set(os.listdir("/dev/shm"))  # (an earlier test's iterator still alive holds its own)
     held = list(pmap(Dataset.range(64), image).batch(16))
     process_map.close_idle_pools()
     gc.collect()
-    assert not [n for n in os.listdir("/dev/shm") if n.startswith(prefix)]
+    assert not [n for n in set(os.listdir("/dev/shm")) - before if n.startswith(shared_memory.PREFIX)]
     assert_elements_equal(held, list(Dataset.range(64).map(image).batch(16)))
 
 
 def test_without_room_in_dev_shm_tasks_go_without_slabs_and_results_stay_whole(monkeypatch):
     """A worker writing into a slab the tmpfs cannot back dies of SIGBUS: no room, no slab (pickled)."""
     monkeypatch.setattr(shared_memory, "shm_has_room", lambda nbytes: False)
-    prefix = f"{shared_memory.PREFIX}{os.getpid()}_"
+    before = set(os.listdir("/dev/shm"))
     ds = Dataset.from_tensor_slices(np.zeros((50, 64, 64, 3), np.uint8)).enumerate()
     got = list(pmap(ds, lambda i, im: im.astype(np.float32) + i).batch(8))
     assert_elements_equal(got, list(ds.map(lambda i, im: im.astype(np.float32) + i).batch(8)))
-    assert not [n for n in os.listdir("/dev/shm") if n.startswith(prefix)]
+    assert not [n for n in set(os.listdir("/dev/shm")) - before if n.startswith(shared_memory.PREFIX)]
 
 
 _KEPT = []
