@@ -518,6 +518,7 @@ class RemoteOpener:
         self.opened = 0  # slots opened in workers
         self._off = False  # a reason that holds for every later slot of this iterator
         self._check = (None, None)  # the generator function last checked, and why it must stay here (or None)
+        self._stamps = (None, None)  # ... last checked against the workers' file stamps, and what changed
 
     def may_open(self) -> bool:
         """Whether a slot opened now is likely to go to a worker: they are up, nothing ruled this iterator out,
@@ -536,6 +537,17 @@ class RemoteOpener:
             self.reason = f"inner dataset is {dataset.kind}, not from_generator: its reads need no process"
             return None
         fn = dataset.generator
+        checked, unsafe = self._check
+        if fn is not checked:  # (one function for every slot, as a rule: checked once per iterator)
+            unsafe = safety_reason(fn)
+            if unsafe is not None:
+                unsafe = f"{unsafe}: what it changes would change in a worker's copy only"
+            # one store: slots open on several threads, and another must never see this function with the
+            # last one's verdict (two stores let a slot of a generator that must stay here go to a worker)
+            self._check = (fn, unsafe)
+        if unsafe is not None:  # (before the workers: such a generator never starts them)
+            self.reason = unsafe
+            return None
         workers = shared_workers(self.limit)
         if workers is None:
             error = start_error()
@@ -544,19 +556,14 @@ class RemoteOpener:
             else:
                 self.reason = "worker processes starting: slots open here meanwhile"
             return None
-        checked, unsafe = self._check
-        if fn is not checked:  # (one function for every slot, as a rule: checked once per iterator)
-            unsafe = safety_reason(fn)
-            if unsafe is not None:
-                unsafe = f"{unsafe}: what it changes would change in a worker's copy only"
-            elif changed := workers.changed_files(fn):
-                unsafe = (f"{', '.join(map(os.path.basename, changed))} changed since the worker processes "
-                          f"imported it: they would run the old code")
-            # one store: slots open on several threads, and another must never see this function with the
-            # last one's verdict (two stores let a slot of a generator that must stay here go to a worker)
-            self._check = (fn, unsafe)
-        if unsafe is not None:
-            self.reason = unsafe
+        stamped, stale = self._stamps
+        if fn is not stamped:
+            changed = workers.changed_files(fn)
+            stale = changed and (f"{', '.join(map(os.path.basename, changed))} changed since the worker "
+                                 f"processes imported it: they would run the old code")
+            self._stamps = (fn, stale)  # (one store, as above)
+        if stale:
+            self.reason = stale
             return None
         import cloudpickle
 

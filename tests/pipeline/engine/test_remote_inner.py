@@ -915,3 +915,13 @@ def test_a_generator_whose_module_was_edited_and_reloaded_is_not_run_from_the_ol
     out = done.stdout
     assert "first True True" in out, (out, done.stderr[-3000:])
     assert "second True" in out and "changed since the worker processes imported it" in out, out
+
+
+def test_a_generator_that_must_stay_here_never_starts_the_workers():
+    """Worker processes cost memory and a start: an interleave whose generator cannot move must not start them
+    (the opener asks whether the generator may move before it asks for the workers)."""
+    remote_inner.close_workers()
+    SEEN.clear()
+    got = list(ported(noting, TensorSpec((), np.int64), files=4).with_options(opts()))
+    assert len(got) == 80 and len(SEEN) == 80
+    assert remote_inner._workers is None
