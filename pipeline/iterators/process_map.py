@@ -194,8 +194,8 @@ class _Pool:
             self.close()
             return
         size = shm_size()  # trimmed before it is idle: once there another iterator may take it
-        with _IDLE_LOCK:
-            held = sum(p.held_bytes() for p in [self, *_IDLE.values()] if p.key != self.key or p is self)
+        with _IDLE_LOCK:  # (an idle pool of the same key is replaced by this one: not counted)
+            held = self.held_bytes() + sum(p.held_bytes() for key, p in _IDLE.items() if key != self.key)
         if size is not None and held > size // IDLE_SHM_SHARE:  # (a container's /dev/shm is often 64 MB)
             self.slabs.trim()
             self.inboxes.trim()
