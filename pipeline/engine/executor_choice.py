@@ -408,7 +408,7 @@ def _round_trip(inputs: list, outputs: list, clock) -> float:
         outputs = [_in_pipe(r, True) for r in outputs]
     else:
         outputs = _in_pipe(outputs, True)
-    from .shared_memory import TAKEN_APART
+    from .slab_blocks import TAKEN_APART
 
     inputs = [_in_pipe(x, type(x) in TAKEN_APART) for x in inputs]
     best = float("inf")
@@ -427,7 +427,7 @@ def _in_pipe(value, slab_kind: bool):
     """``value`` as it goes through a worker's pipe: its big arrays left out when it is of a kind that sends
     them in shared memory."""
     from .. import structure
-    from .shared_memory import big_array
+    from .slab_blocks import big_array
 
     if not slab_kind or not isinstance(value, (np.ndarray, tuple, list, dict)):
         return value
@@ -451,7 +451,7 @@ def _split_bytes(elements: list, results: list):
     """(pickled bytes, slab bytes) of an element and of its result, on average (``moved_bytes``, ``slab_bytes``)."""
     from .. import structure
     from .blocks import Failure
-    from .shared_memory import TAKEN_APART, big_array
+    from .slab_blocks import TAKEN_APART, big_array
 
     def size(values, slab_kinds):
         pickled = slab = 0

@@ -25,7 +25,8 @@ from ..iterators.batch import stack_fast
 from .blocks import Failure, apply_block
 from ..iterators.map import rng_factory
 from .processes import fresh_random_state, ignore_interrupts, keep_freed_memory, outlive_no_consumer, take_environment
-from .shared_memory import FORGET, STOP, SlabWriter, attach, has_big_leaf, unpack_block
+from .shared_memory import FORGET, STOP, attach
+from .slab_blocks import SlabWriter, has_big_leaf, unpack_block
 
 STACKED = "stacked"  # results tag: one stacked batch instead of a list of elements
 

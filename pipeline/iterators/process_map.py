@@ -6,7 +6,8 @@
   ``DEPTH`` tasks. A map that AUTOTUNE moved here from threads (``iterators/chosen_map.py``) starts its
   workers on a thread of their own instead (``start_in_background``) and maps on the consumer's thread
   until they are up.
-- Big numpy arrays cross in shared memory (``engine/shared_memory.py``): a task's input columns of like arrays
+- Big numpy arrays cross in shared memory (``engine/shared_memory.py``, the slabs; ``engine/slab_blocks.py``,
+  what is written in them): a task's input columns of like arrays
   stacked into an input slab (the worker copies them out), its results stacked by the worker straight
   into a result slab and handed out where they lie (``SlabPool.hand_out``: the slab is lent again once nothing
   views it; past the budget, copied out). The rest is pickled. A block of half a batch or more ends on a
@@ -60,8 +61,8 @@ from ..engine.blocks import Delivery, DeliveringIterator, Failure, StackedDelive
 from .base import count_held, finalizing
 from .map import HandedOverByProbe, node_seeds, rng_factory
 from ..engine import code_stamps
-from ..engine.shared_memory import (FORGET, STOP, Columns, SlabPool, SlabWriter, handout_budget, pack_block,
-                                    shm_size, unpack_leaves)
+from ..engine.shared_memory import FORGET, STOP, SlabPool, handout_budget, shm_size
+from ..engine.slab_blocks import Columns, SlabWriter, pack_block, unpack_leaves
 from ..engine.worker import STACKED
 from ..engine.processes import mp_context, start_without_main, worker_reason
 from ..engine.processes import stop as stop_processes

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from jaxfeed.pipeline import Dataset
-from jaxfeed.pipeline.engine import shared_memory, worker
+from jaxfeed.pipeline.engine import shared_memory, slab_blocks, worker
 from jaxfeed.pipeline.iterators import process_map
 from jaxfeed.pipeline.testing import assert_elements_equal
 
@@ -171,16 +171,16 @@ def test_writing_into_an_element_in_a_worker_never_reaches_the_users_data():
 
 def test_pack_block_stacks_like_array_columns_and_leaves_the_rest():
     buf = bytearray(1 << 20)
-    writer = shared_memory.SlabWriter(memoryview(buf))
+    writer = slab_blocks.SlabWriter(memoryview(buf))
     block = [(np.int64(i), np.full((32, 32), i, np.float32), b"x" * i) for i in range(8)]
-    packed = shared_memory.pack_block(block, writer)
-    assert type(packed) is shared_memory.Columns and packed.kind == "tuple"
+    packed = slab_blocks.pack_block(block, writer)
+    assert type(packed) is slab_blocks.Columns and packed.kind == "tuple"
     assert [type(c) for c in packed.columns] == [list, tuple, list]  # only the arrays went into the slab
-    assert_elements_equal(shared_memory.unpack_block(packed, memoryview(buf)), block)
+    assert_elements_equal(slab_blocks.unpack_block(packed, memoryview(buf)), block)
     small = [np.zeros(3) for _ in range(4)]  # 96 bytes in all: pickled
-    assert shared_memory.pack_block(small, shared_memory.SlabWriter(memoryview(buf))) is small
-    writer = shared_memory.SlabWriter(memoryview(bytearray(100)))  # too small: counted, left pickled
-    assert shared_memory.pack_block(block, writer) is block and writer.short and writer.offset >= 8 * 4096
+    assert slab_blocks.pack_block(small, slab_blocks.SlabWriter(memoryview(buf))) is small
+    writer = slab_blocks.SlabWriter(memoryview(bytearray(100)))  # too small: counted, left pickled
+    assert slab_blocks.pack_block(block, writer) is block and writer.short and writer.offset >= 8 * 4096
 
 
 # ------------------------------------------------------------------------------------------ workers
@@ -349,7 +349,7 @@ def test_inputs_bigger_than_a_task_budget_still_go_through_a_slab(monkeypatch):
     volumes = Dataset.range(12).map(lambda i: np.full((6, 1 << 16), i, np.float32))
     got = list(pmap(volumes, lambda v: v[:, :4].sum(axis=1), workers=1))
     assert_elements_equal(got, list(volumes.map(lambda v: v[:, :4].sum(axis=1))))
-    assert any(type(p) is shared_memory.Columns for p in packed[1:])
+    assert any(type(p) is slab_blocks.Columns for p in packed[1:])
 
 
 def _worker_slab_maps(pool) -> dict:
