@@ -36,9 +36,11 @@ so the slot model, the order, errors and the saved state are the same whichever 
   ``RemoteOpener.reason`` says why, for ``explain``.
 - A worker that dies fails the reads of its slots with ``WorkerDiedError`` (in their place); the workers are
   then replaced for the slots opened after.
-- Not done: ``deterministic=False`` still waits for the current slot's answer when another slot's is in (the
-  consumer has no reader threads to switch on; waiting on any worker's next answer would be needed), and the
-  statistics have no rows for the inner datasets read in workers.
+- ``deterministic=False``: where the current slot's answer is not in, the consumer takes a slot whose answer
+  is (``RemoteInner.answered``), or waits for the next answer from any worker (``InnerWorkers.wait_any``) --
+  as it switches to a slot a reader thread has filled. A generator held up in one worker then holds up only
+  the slots read there.
+- Not done: the statistics have no rows for the inner datasets read in workers.
 """
 
 from __future__ import annotations
@@ -138,6 +140,8 @@ class InnerWorkers:
         self.dropped = [set() for _ in range(n)]  # keys of slots closed here, until the worker closed them too
         self.stuck = [None] * n  # the key a worker was stopped for: stuck in a read for a closed slot
         self.stamps: dict = {}  # file -> (size, mtime) when a generator of its module was first sent here
+        self.answers = 0  # answers that came (or failed) from any worker: ``wait_any`` waits for the next
+        self.any_arrived = threading.Condition()
         try:
             for i in range(n):
                 mine, theirs = ctx.Pipe(duplex=True)
@@ -202,6 +206,17 @@ class InnerWorkers:
                     self._fail_queued(worker)
                 elif not answer.done:
                     self._stop_if_stuck(worker)
+
+    def wait_any(self, seen: int, timeout: float) -> None:
+        """Wait until an answer came from any worker since ``answers`` was ``seen`` (at most ``timeout``)."""
+        with self.any_arrived:
+            if self.answers == seen:
+                self.any_arrived.wait(timeout)
+
+    def _answered(self) -> None:
+        with self.any_arrived:
+            self.answers += 1
+            self.any_arrived.notify_all()
 
     def _stop_if_stuck(self, worker: int) -> None:
         """Stop ``worker`` if it is in a read for a slot closed here while a request waits behind it and it
@@ -293,11 +308,14 @@ class InnerWorkers:
                 if answer is not None:
                     answer.data, answer.done = memoryview(data)[RID.size:], True
                     cond.notify_all()
+            if answer is not None:
+                self._answered()
 
     def _fail(self, worker: int, answer: Answer, what: str) -> None:
         """Answer ``answer`` with the worker's death or close (``arrived[worker]`` held)."""
         answer.error, answer.done = self._died(worker, what), True
         self.arrived[worker].notify_all()
+        self._answered()
 
     def _died(self, worker: int, what: str) -> WorkerDiedError:
         proc = self.procs[worker]
@@ -443,6 +461,24 @@ class RemoteInner(Iterator):
         if self._local is None:
             while len(self._asked) < DEPTH and not self._ended and not self._closed:
                 self._asked.append(self._workers.submit(self._worker, ("read", self._key, size, stacked)))
+
+    def answered(self, size: int, stacked: bool) -> bool:
+        """Whether ``read`` would return without waiting for the worker (its reads asked first)."""
+        if self._local is not None:
+            return True
+        self.ask(size, stacked)
+        if self._opened is not None and not self._opened.done:
+            return False
+        return not self._asked or self._asked[0].done
+
+    def answers_seen(self) -> int:
+        """How many answers this slot's workers have given so far (for ``wait_any``)."""
+        return self._workers.answers
+
+    def wait_any(self, seen: int, timeout: float) -> None:
+        """Wait for an answer from any of this slot's workers after the ``seen`` first (at most ``timeout``)."""
+        if self._local is None:
+            self._workers.wait_any(seen, timeout)
 
     def read(self, size: int, stacked: bool):
         self.ask(size, stacked)

@@ -70,6 +70,8 @@ from .flat_map import inner_dataset
 from .interleave import READ_AHEAD, Slot, SlotCycle
 
 JOIN_TIMEOUT = 30
+REMOTE_POLL_SECONDS = 0.05  # deterministic=False, slots in workers: the longest wait for any worker's answer
+# before the slots are looked at again (an answer from workers replaced after a death wakes no one)
 AUTOTUNE_START = 2  # reader threads an AUTOTUNE interleave starts with (see the module doc)
 READ_DEPTH = 2  # reads a slot keeps buffered (see the module doc)
 SOLO_OPEN_SECONDS = 0.005  # an opening read this quick lets the next iterator start solo (see the module
@@ -286,19 +288,58 @@ class ParallelInterleaveIterator(SlotCycle):
         while not slot.held() and not slot.ended:
             if self._closed:
                 return False
-            if not self._threads:  # a solo start's call: read here, where the sequential iterator would
-                self._read_here(slot)
-                continue
+            seen = self._answer_pending(slot)  # not None: deterministic=False, and the slot's worker has not
+            # answered its next read yet (the consumer may take another slot meanwhile)
+            if seen is None and (not self._threads or (not self.deterministic and self._answer_in(slot))):
+                self._read_here(slot)  # a solo start's call, or slots in workers: read here, where the sequential
+                continue  # iterator would (a worker's answer taken; deterministic=False: one that is in)
             if have_output:
                 return False
             if not self.deterministic and self._switch_to_ready():
                 return True
+            if seen is not None:
+                self._wait_for_answer(slot, seen)
+                continue
             self._schedule(slot)
             if slot.busy and slot in self._tasks:  # queued, not started: the consumer reads it itself
                 self._read_here(slot)
                 continue
             self._wait_for_reads()
         return True
+
+    def _answer_pending(self, slot):
+        """deterministic=False where slots may read in workers (lock held): None when reading ``slot`` now would
+        not wait for a worker (it holds an answer, reads here, or a reader thread has it), else how many answers
+        its workers had given before the check (for ``_wait_for_answer``). A slot not opened yet (queued for a
+        reader or not) is opened now, as ``_top_up`` opens a future: read by the consumer, a slot that opened in
+        a worker waited there for its first answer (all of a generator held up in that worker)."""
+        if self.deterministic or self._remote is None or slot.ended:
+            return None
+        if slot.busy and slot not in self._tasks:
+            return None  # a reader thread has it (slots read here before, or while, the first opened in a worker)
+        if slot.iterator is None:
+            if not self._remote.may_open():
+                return None
+            slot.open_ahead(self.node, self.ctx, self._open_slot)  # (not started by a reader: nothing races it)
+        it = slot.iterator
+        if not getattr(it, "remote", False):
+            return None
+        seen = it.answers_seen()
+        return None if it.answered(self._read, self._stacked) else seen
+
+    def _answer_in(self, slot) -> bool:
+        """Whether ``slot`` reads in a worker whose answer to its next read is in (lock held)."""
+        it = slot.iterator
+        return (getattr(it, "remote", False) and not (slot.busy and slot not in self._tasks)
+                and it.answered(self._read, self._stacked))
+
+    def _wait_for_answer(self, slot, seen: int) -> None:
+        """Wait (lock released meanwhile) for the next answer of any worker after the ``seen`` first."""
+        self._lock.release()
+        try:
+            slot.iterator.wait_any(seen, REMOTE_POLL_SECONDS)
+        finally:
+            self._lock.acquire()
 
     def _wait_for_reads(self):
         """Wait (lock held) until a reader delivers."""
@@ -340,10 +381,15 @@ class ParallelInterleaveIterator(SlotCycle):
     def _short(self, slot, need):
         """Before a weave (lock held): a short slot whose read is queued but not started is read here now, as
         ``_await`` would when the consumer reached it; one a reader is running is left to finish. A solo start
-        reads it up to ``need``, as the sequential iterator does."""
+        (or slots in workers) reads it up to ``need``, as the sequential iterator does -- with
+        deterministic=False only while its worker's answers are in."""
+        if self._answer_pending(slot) is not None:
+            return
         if not self._threads:
             while slot.held() < need and not slot.ended and not slot.failures and not self._closed:
                 self._read_here(slot)
+                if self._answer_pending(slot) is not None:
+                    return
         elif slot.busy and slot in self._tasks:
             self._read_here(slot)
 
@@ -361,11 +407,13 @@ class ParallelInterleaveIterator(SlotCycle):
                 self._wait_for_reads()
 
     def _switch_to_ready(self) -> bool:
-        """deterministic=False: make a slot that can give something now the current one (lock held)."""
+        """deterministic=False: make a slot that can give something now the current one (lock held): one that
+        holds elements, has ended or (slots in workers) whose worker's answer is in."""
         for j in range(1, self._cycle):
             i = (self._c + j) % self._cycle
             slot = self._slots[i]
-            if (slot is not None and (slot.held() or slot.ended)) or (slot is None and self._futures):
+            if (slot is not None and (slot.held() or slot.ended or self._answer_in(slot))) or (
+                    slot is None and self._futures):
                 self._c, self._b = i, 0
                 return True
         return False

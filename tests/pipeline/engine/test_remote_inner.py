@@ -925,3 +925,33 @@ def test_a_generator_that_must_stay_here_never_starts_the_workers():
     got = list(ported(noting, TensorSpec((), np.int64), files=4).with_options(opts()))
     assert len(got) == 80 and len(SEEN) == 80
     assert remote_inner._workers is None
+
+
+def gated(i, gate):
+    """File 0 gives nothing until ``gate`` exists (at most a minute); the others at once."""
+    if int(i) == 0:
+        path = os.fsdecode(gate.item() if hasattr(gate, "item") else gate)
+        deadline = time.monotonic() + 60
+        while not os.path.exists(path) and time.monotonic() < deadline:
+            time.sleep(0.005)
+    for j in range(30):
+        yield int(i) * 100 + j
+
+
+@pytest.mark.parametrize("batch", [None, 5])
+def test_nondeterministic_takes_the_slots_whose_answers_are_in_while_one_worker_is_held_up(tmp_path, batch):
+    """``deterministic=False`` with slots in workers: while file 0's generator is held up (and with it the
+    worker it reads in, and that worker's other slots), the consumer takes elements from the slots of the other
+    worker instead of waiting for the current slot's answer, as it does with reader threads."""
+    gate = tmp_path / "gate"
+    ds = Dataset.range(6).interleave(
+        lambda i: Dataset.from_generator(gated, args=(i, str(gate)), output_signature=TensorSpec((), np.int64)),
+        cycle_length=4, num_parallel_calls=AUTOTUNE, deterministic=False)
+    ds = (ds if batch is None else ds.batch(batch)).with_options(opts())
+    it = iter(ds)
+    first = [int(x) for _ in range(4 if batch else 20) for x in np.atleast_1d(next(it))]
+    assert remote_slots(it) > 0
+    gate.touch()
+    rest = [int(x) for b in it for x in np.atleast_1d(b)]
+    assert {x // 100 for x in first} <= {1, 3, 5}, first  # the workers take files i % 2: 0, 2, 4 wait with 0
+    assert sorted(first + rest) == [i * 100 + j for i in range(6) for j in range(30)]
