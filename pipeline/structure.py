@@ -806,6 +806,9 @@ def stack(elements: Sequence, spec=None, what: str = "batch"):
 
 def _stack_leaf(values, leaf_index, what):
     v0 = values[0]
+    if any(map(_is_dataset, values)):  # (a map's lazy spec hid them from the refusal at build: ``nodes/batch.py``)
+        raise TypeError(f"{what}: component {leaf_index} of the elements is a Dataset, which cannot be batched; use "
+                        "flat_map/interleave (e.g. `flat_map(lambda w: w.batch(n))`).")
     if isinstance(v0, _COMPOSITES):
         from .errors import InvalidArgumentError
 

@@ -22,12 +22,13 @@ def batched_cardinality(n: int, batch_size: int, drop_remainder: bool) -> int:
     return n // batch_size if drop_remainder else -(-n // batch_size)
 
 
-def _refuse_datasets(spec) -> None:
+def refuse_datasets(spec, what: str = "batch") -> None:
     """TypeError for elements holding datasets (windows, a map's datasets): numpy cannot stack them into
-    anything a consumer could use; flat_map/interleave them (or ``w.batch(n)`` inside) instead."""
+    anything a consumer could use; flat_map/interleave them (or ``w.batch(n)`` inside) instead. (``batch``,
+    ``padded_batch``, ``ragged_batch``; at build, or at the first batch after a map's lazy spec.)"""
     for path, leaf in structure.iter_structure_paths(spec):
         if isinstance(leaf, structure.DatasetSpec):
-            raise TypeError(f"batch: component {path} of the elements is a Dataset ({leaf!r}), which cannot be "
+            raise TypeError(f"{what}: component {path} of the elements is a Dataset ({leaf!r}), which cannot be "
                             "batched; use flat_map/interleave (e.g. `flat_map(lambda w: w.batch(n))`).")
 
 
@@ -43,7 +44,7 @@ class Batch(Node):
         warn_deterministic_without_parallelism(deterministic, num_parallel_calls, "batch")
         self.deterministic = deterministic
         if not self.lazy_spec:
-            _refuse_datasets(input_node.element_spec)
+            refuse_datasets(input_node.element_spec)
 
     @property
     def lazy_spec(self):
@@ -56,7 +57,7 @@ class Batch(Node):
         return p
 
     def compute_spec(self):
-        _refuse_datasets(self.inputs[0].element_spec)
+        refuse_datasets(self.inputs[0].element_spec)
         dim = self.batch_size if self.drop_remainder else None
         return structure.map_structure(lambda s: s.with_leading(dim), self.inputs[0].element_spec)
 

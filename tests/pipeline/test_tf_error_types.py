@@ -179,6 +179,20 @@ def test_batching_dataset_valued_elements_is_refused_with_a_clear_error():
         Dataset.range(3).map(lambda x: Dataset.range(x)).batch(2).element_spec
 
 
+@pytest.mark.parametrize("batching", [
+    lambda ds: ds.batch(1), lambda ds: ds.batch(2, num_parallel_calls=2), lambda ds: ds.padded_batch(2),
+    lambda ds: ds.ragged_batch(1), lambda ds: ds.bucket_by_sequence_length(lambda w: 1, [5], [2, 2]),
+    lambda ds: ds.map(lambda w: (w, 1)).batch(2)])
+@pytest.mark.parametrize("after_map", [False, True])
+def test_iterating_a_batch_of_dataset_valued_elements_raises_instead_of_yielding_datasets(batching, after_map):
+    """Iterated without the spec asked (a map before: its spec is lazy), the batch stacked the windows into object
+    arrays of Dataset objects -- an internal object handed to the user -- and padded_batch/ragged_batch failed
+    with an AttributeError of a DatasetSpec (found by differential fuzzing against tf.data)."""
+    windows = Dataset.range(4).window(2)
+    with pytest.raises(TypeError, match="cannot be batched"):
+        list(batching(windows.map(lambda w: w) if after_map else windows))
+
+
 def test_enumerate_counts_with_an_infinite_counter():
     # tf.data zips with counter(start): an infinite input stays infinite (was 2**63 - 1)
     assert Dataset.range(2).repeat().enumerate().cardinality() == INFINITE_CARDINALITY
