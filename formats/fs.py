@@ -109,7 +109,14 @@ def remaining_bytes(stream) -> int | None:
 
 
 class InflatingReader:
-    """``read(n)`` of the decompressed bytes of a GZIP or ZLIB file (concatenated members are read on)."""
+    """``read(n)`` of the decompressed bytes of a GZIP or ZLIB file (concatenated members are read on).
+
+    A damaged stream (cut short, even by its trailer alone; or failing to inflate, e.g. a bad checksum)
+    first hands out every byte inflated before the damage -- so the records and lines entirely before it
+    are delivered -- and then the next ``read`` raises ``DataLossError`` at the uncompressed offset where
+    those bytes end. (TensorFlow reads a stream cut short as if it ended there, with no error: a cut that
+    falls between records, or in the trailer alone, would lose data silently; docs/formats.md.) An empty
+    file is an empty stream, as in TensorFlow."""
 
     def __init__(self, raw, wbits: int, url: str, kind: str):
         self._raw, self._wbits, self._url, self._kind = raw, wbits, url, kind
@@ -117,6 +124,7 @@ class InflatingReader:
         self._pending = b""  # compressed input not yet fed
         self._started = False
         self._eof = False
+        self._damage = None  # why the stream cannot go on: raised once the bytes before it are read
         self._spill = b""  # decompressed beyond what the last read asked for
         self.position = 0  # in the decompressed stream
 
@@ -131,7 +139,7 @@ class InflatingReader:
             parts.append(self._spill[:n])
             self._spill = self._spill[n:]
             have = len(parts[0])
-        while have < n and not self._eof:
+        while have < n and not self._eof and self._damage is None:
             d = self._inflater
             if d.unconsumed_tail:
                 source = d.unconsumed_tail
@@ -139,15 +147,23 @@ class InflatingReader:
                 if not self._pending:
                     self._pending = self._raw.read(_INFLATE_CHUNK)
                     if not self._pending:
-                        if self._started and not d.eof:
-                            raise self._damaged("truncated data")
-                        self._eof = True
+                        if not self._started or d.eof:
+                            self._eof = True
+                            break
+                        # cut short: hand out what the inflater still holds, then the error
+                        self._damage = "truncated data"
+                        out = d.flush()
+                        if have + len(out) > n:
+                            out, self._spill = out[:n - have], out[n - have:]
+                        parts.append(out)
+                        have += len(out)
                         break
                 source, self._pending = self._pending, b""
             try:
                 out = d.decompress(source, max(n - have, 1 << 16))
             except zlib.error as e:
-                raise self._damaged(f"corrupted data ({e})") from None
+                self._damage = f"corrupted data ({e})"
+                break
             self._started = True
             if d.eof:  # end of one member: any further bytes start the next one
                 self._pending = d.unused_data + self._pending
@@ -159,6 +175,8 @@ class InflatingReader:
                 parts.append(out)
                 have += len(out)
         self.position += have
+        if not have and self._damage is not None and n > 0:
+            raise self._damaged(self._damage)
         if len(parts) == 1:
             return parts[0]
         return b"".join(parts)

@@ -1,8 +1,10 @@
 """``TextLineDataset``: the lines of text files as ``bytes`` scalars (docs/tf-behaviour.md#text-line).
 
 Lines split on ``\\n``; every ``\\r`` byte is dropped (not only one before ``\\n``); blank lines are kept; a
-final newline adds no empty line. Each block is split with one ``bytes.split`` and its line offsets come
-from one cumulative sum. State: (file, byte offset of the next line in the uncompressed stream).
+final newline adds no empty line, nor do ``\\r`` bytes after it: TensorFlow keeps a last line only if it
+holds a byte other than ``\\r`` (``b"a\\n\\r"`` is one line, ``b"\\r"`` none). Each block is split with one
+``bytes.split`` and its line offsets come from one cumulative sum. State: (file, byte offset of the next
+line in the uncompressed stream).
 """
 
 from __future__ import annotations
@@ -46,12 +48,12 @@ class LineSource:
         while True:
             chunk = self._stream.read(max(self._block_size, len(self._tail)))  # long lines: linear, not quadratic
             if not chunk:
-                if not self._tail:
-                    return [], _EMPTY, None
-                line, start = self._tail, self._tail_start
-                self._tail_start += len(line)
+                line, start = self._tail.replace(b"\r", b""), self._tail_start
+                self._tail_start += len(self._tail)
                 self._tail = b""
-                return [line.replace(b"\r", b"")], np.array([start], dtype=np.int64), None
+                if not line:  # nothing, or only ``\r`` bytes, after the last ``\n``: no line (as TF)
+                    return [], _EMPTY, None
+                return [line], np.array([start], dtype=np.int64), None
             data = self._tail + chunk if self._tail else chunk
             cut = data.rfind(b"\n")
             if cut < 0:
