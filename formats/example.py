@@ -12,10 +12,15 @@ Output per feature spec (a dict keyed like ``features``):
   ``values[row_splits[i]:row_splits[i+1]]`` (ragged). ``to_sparse()`` gives tf.SparseTensor's triple
   ``(indices, values, dense_shape)``; the ``indices`` / ``dense_shape`` properties do the same.
   ``parse_single_example`` returns the plain 1-D values array instead.
-- ``FixedLenSequenceFeature(shape, dtype, allow_missing, default_value)``: in ``parse_example`` a
-  feature holding any multiple of ``prod(shape)`` values, padded with ``default_value`` (0 or b"") to the
-  longest record: ``(batch, max_rows) + shape``. In ``parse_sequence_example``: the feature list's steps,
-  ``(batch, max_steps) + shape``, padded, with the true step counts in the third result.
+- ``FixedLenSequenceFeature(shape, dtype, allow_missing, default_value)``: in ``parse_example`` (which,
+  as TF, requires ``allow_missing=True``) a feature holding any multiple of ``prod(shape)`` values, padded
+  with ``default_value`` (one value; 0 or b"" when None) to the longest record: ``(batch, max_rows) + shape``.
+  In ``parse_sequence_example`` (no ``default_value`` there, as TF): the feature list's steps,
+  ``(batch, max_steps) + shape``, padded with 0 / b"", with the true step counts in the third result.
+
+A Feature with no list at all is a missing feature in an Example, but present with no values in a
+SequenceExample's context or feature list (as TF). Defaults are converted and reshaped at every parse,
+never broadcast (docs/tf-behaviour.md#example-protos).
 
 Strings are ``bytes`` in object arrays, integers int64, floats float32. Errors are InvalidArgumentError
 naming the feature and the record index.
@@ -241,12 +246,15 @@ def _decode(message, records: list, what: str) -> list:
         raise
 
 
-def _lists(maps: list, name: str, kind: str, what: str) -> list:
-    """Each record's value container for feature ``name`` (None where missing), type-checked.
+def _lists(maps: list, name: str, kind: str, what: str, kindless_missing: bool = True) -> tuple:
+    """Each record's value container for feature ``name`` (None where missing), type-checked; and each
+    record's ``[Feature]`` it came from (None where missing), for ``_assemble``'s ``sources``.
 
     Two passes of C calls over the records (the map lookup, the value attribute) instead of a loop body per
     record. A feature of another kind reads as an empty container of the requested kind, so only records
-    with no values need their kind checked."""
+    with no values need their kind checked. A Feature with no list at all (``tf.train.Feature()``) is a
+    missing feature, as in TF's ``parse_example``; in a SequenceExample's context TF reads it as present
+    with no values (``kindless_missing=False``)."""
     feats = [fmap.get(name) for fmap in maps]
     get = _VALUES[kind]
     if None not in feats:
@@ -256,80 +264,177 @@ def _lists(maps: list, name: str, kind: str, what: str) -> list:
     for i in [i for i, v in enumerate(values) if v is not None and not v]:
         which = feats[i].WhichOneof("kind")
         if which is None:
-            values[i] = ()  # a Feature with no list at all: no values
+            values[i] = None if kindless_missing else ()  # a Feature with no list at all
         elif which != kind:
             raise InvalidArgumentError(f"{what}: feature '{name}' of record {i} holds {which}, but the spec asks "
                                        f"for {kind}.", what)
-    return values
+    return values, [None if v is None else [f] for f, v in zip(feats, values)]
 
 
 _VALUES = {k: operator.attrgetter(f"{k}.value") for k in ("int64_list", "float_list", "bytes_list")}
 
 
-def _assemble(chunks, total: int, dtype: np.dtype) -> np.ndarray:
+def _assemble(chunks: list, total: int, dtype: np.dtype, sources: list = None) -> np.ndarray:
+    """The values of ``chunks`` (a list of value containers or lists) in one array. ``sources``: for each
+    chunk the Features whose float lists it holds (None for a default), used only when floats hold a NaN."""
     if dtype == object:
         out = np.empty(total, dtype=object)
         out[:] = list(_chain(chunks))
         return out
-    return np.fromiter(_chain(chunks), dtype=dtype, count=total)
+    out = np.fromiter(_chain(chunks), dtype=dtype, count=total)
+    if sources is not None and dtype == np.float32 and np.isnan(out).any():
+        out = _exact_floats(out, chunks, sources)
+    return out
 
 
-def _default_values(spec, name: str, size: int, record: int, what: str) -> list:
-    if spec.default_value is None:
-        raise InvalidArgumentError(f"{what}: feature '{name}' is required but missing in record {record}.", what)
-    default = np.asarray(spec.default_value, dtype=spec.dtype if spec.dtype != object else object)
-    if default.dtype == object:
-        default = np.array([v.encode("utf-8") if isinstance(v, str) else v for v in default.reshape(-1).tolist()],
-                           dtype=object)
-    flat = np.broadcast_to(default, spec.shape).reshape(-1).tolist() if default.size != size else default.reshape(-1).tolist()
+def _exact_floats(values: np.ndarray, chunks: list, sources: list) -> np.ndarray:
+    """``values`` with each NaN's exact bits. protobuf hands float_list values out as Python floats, and the
+    float32 -> double conversion sets a signalling NaN's quiet bit (0x7fa00001 comes back as 0x7fe00001);
+    the messages keep the bits, so read them from the serialized float lists. Only when a NaN is present,
+    and only if the result is the same values (NaNs at the same places)."""
+    parts = []
+    for chunk, src in zip(chunks, sources):
+        if src is None:
+            parts.append(np.asarray(chunk, dtype=np.float32).reshape(-1))  # a default
+        else:
+            parts.extend(_float_bits(f) for f in src)
+    exact = np.concatenate(parts) if parts else np.empty(0, np.float32)
+    if exact.shape == values.shape and np.array_equal(exact, values, equal_nan=True):
+        return exact
+    return values
+
+
+def _float_bits(feature) -> np.ndarray:
+    data = feature.float_list.SerializeToString()  # packed: tag 0x0a, a varint length, little-endian floats
+    if not data:
+        return np.empty(0, np.float32)
+    i = 1
+    while data[i] & 0x80:
+        i += 1
+    return np.frombuffer(data, dtype="<f4", offset=i + 1).astype(np.float32)
+
+
+def _default_values(spec, name: str, size: int, what: str) -> list:
+    """``spec.default_value`` as a flat list of ``size`` values of the spec's dtype, checked as TF checks it at
+    every parse (whether or not a record needs it): converted to the dtype -- a value that would change
+    (1.5 or "x" for an int64 feature, 5 for a string one, an int64 out of range) is refused -- and then
+    reshaped, so the number of values must be ``size`` (a scalar is not broadcast)."""
+    value = spec.default_value
+    try:
+        arr = np.asarray(value, dtype=object if spec.dtype == object else None)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{what}: default of feature '{name}' is not a rectangular array: {e}") from None
+    flat = arr.reshape(-1).tolist()
+    if not flat:
+        pass  # no values to convert: only the size check below
+    elif spec.dtype == object:
+        for j, v in enumerate(flat):
+            if isinstance(v, str):
+                flat[j] = v.encode("utf-8")
+            elif not isinstance(v, bytes):
+                raise _default_error(TypeError if not isinstance(v, (list, tuple, np.ndarray)) else ValueError,
+                                     what, name, value, "string")
+    elif spec.dtype == np.int64:
+        if arr.dtype.kind == "f" and isinstance(value, (np.ndarray, np.generic)) and np.isfinite(arr).all() \
+                and (arr == np.trunc(arr)).all() and (np.abs(arr) < 2.0 ** 63).all():
+            flat = arr.astype(np.int64).reshape(-1).tolist()  # integral numpy floats, as TF takes them
+        elif arr.dtype.kind not in "biuO" or not all(isinstance(v, (int, np.integer)) for v in flat):
+            raise _default_error(TypeError, what, name, value, "int64")
+        flat = [int(v) for v in flat]
+        if any(not -2 ** 63 <= v < 2 ** 63 for v in flat):
+            raise ValueError(f"{what}: default of feature '{name}' ({_describe(value)}) is out of the int64 range.")
+    else:
+        if arr.dtype.kind not in "biufO" or not all(
+                isinstance(v, (int, float, np.integer, np.floating)) for v in flat):
+            raise _default_error(TypeError, what, name, value, "float32")
+        try:
+            with np.errstate(over="ignore"):  # beyond float32's range is inf, as in TF
+                flat = np.array(flat, dtype=np.float64).astype(np.float32).tolist()  # rounded as TF rounds it
+        except OverflowError:
+            raise ValueError(f"{what}: default of feature '{name}' ({_describe(value)}) is out of the float "
+                             "range.") from None
     if len(flat) != size:
-        raise InvalidArgumentError(f"{what}: default of feature '{name}' has {default.size} values, shape "
-                                   f"{list(spec.shape)} needs {size}.", what)
+        raise InvalidArgumentError(f"{what}: default of feature '{name}' has {len(flat)} values, but shape "
+                                   f"{list(spec.shape) if isinstance(spec, FixedLenFeature) else []} needs {size} "
+                                   "(TensorFlow: \"Input to reshape is a tensor with "
+                                   f"{len(flat)} values, but the requested shape has {size}\").", what)
     return flat
 
 
+def _default_error(cls, what, name, value, dtype):
+    return cls(f"{what}: default of feature '{name}' ({_describe(value)}) cannot be converted to {dtype} "
+               "without changing it.")
+
+
+def _unsupported(spec, name: str, what: str) -> ValueError:
+    return ValueError(f"{what}: unsupported {type(spec).__name__} {spec!r} for key '{name}'.")
+
+
+def _check_specs(features: dict, what: str, context: bool = False) -> dict:
+    """Each spec's default (FixedLenFeature: a flat list, or None when required) or padding value
+    (FixedLenSequenceFeature), checked as TF checks the specs before it reads a record: spec errors do not
+    depend on the data."""
+    prepared = {}
+    for name, spec in features.items():
+        if isinstance(spec, FixedLenFeature):
+            size = math.prod(spec.shape)
+            default = None if spec.default_value is None else _default_values(spec, name, size, what)
+            prepared[name] = default if default else None  # an empty default is no default in TF
+        elif isinstance(spec, VarLenFeature):
+            prepared[name] = None
+        elif isinstance(spec, FixedLenSequenceFeature) and not context:
+            if not spec.allow_missing:
+                raise ValueError(f"{what}: feature '{name}': Unsupported: FixedLenSequenceFeature requires "
+                                 "allow_missing to be True.")
+            prepared[name] = (_pad_value(spec) if spec.default_value is None
+                              else _default_values(spec, name, 1, what)[0])
+        else:
+            raise _unsupported(spec, name, what)
+    return prepared
+
+
 def _pad_value(spec):
-    if spec.default_value is not None:
-        return spec.default_value
     return b"" if spec.dtype == object else 0
 
 
-def parse_features(maps: list, features: dict, what: str) -> dict:
-    """Parse every feature of ``features`` over ``maps`` (one feature map per record)."""
+def parse_features(maps: list, features: dict, what: str, prepared: dict = None, context: bool = False) -> dict:
+    """Parse every feature of ``features`` over ``maps`` (one feature map per record); ``prepared`` is
+    ``_check_specs(features, what, context)`` (computed here when not given). ``context``: the maps are a
+    SequenceExample's contexts."""
+    if prepared is None:
+        prepared = _check_specs(features, what, context)
     n = len(maps)
     out = {}
     for name, spec in features.items():
         kind = _KIND[spec.dtype]
-        lists = _lists(maps, name, kind, what)
+        lists, sources = _lists(maps, name, kind, what, kindless_missing=not context)
         if isinstance(spec, FixedLenFeature):
             size = math.prod(spec.shape)
+            default = prepared[name]
             for i, values in enumerate(lists):
                 if values is None:
-                    lists[i] = _default_values(spec, name, size, i, what)
+                    if default is None:
+                        raise InvalidArgumentError(f"{what}: feature '{name}' is required but missing in record "
+                                                   f"{i}.", what)
+                    lists[i] = default
             lengths = np.fromiter(map(len, lists), dtype=np.int64, count=n)
             if n and not (lengths == size).all():
                 i = int(np.argmax(lengths != size))
                 raise InvalidArgumentError(f"{what}: feature '{name}' of record {i} has {lengths[i]} values; "
                                            f"FixedLenFeature shape {list(spec.shape)} needs {size}.", what)
-            out[name] = _assemble(lists, n * size, spec.dtype).reshape((n,) + spec.shape)
+            out[name] = _assemble(lists, n * size, spec.dtype, sources).reshape((n,) + spec.shape)
         elif isinstance(spec, VarLenFeature):
             lists = [() if v is None else v for v in lists]
             lengths = np.fromiter(map(len, lists), dtype=np.int64, count=n)
             splits = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-            out[name] = VarLenValue(_assemble(lists, int(splits[-1]), spec.dtype), splits)
-        elif isinstance(spec, FixedLenSequenceFeature):
-            if not spec.allow_missing and any(v is None for v in lists):
-                i = next(i for i, v in enumerate(lists) if v is None)
-                raise InvalidArgumentError(f"{what}: feature '{name}' is required but missing in record {i} "
-                                           "(FixedLenSequenceFeature without allow_missing).", what)
+            out[name] = VarLenValue(_assemble(lists, int(splits[-1]), spec.dtype, sources), splits)
+        else:  # FixedLenSequenceFeature (allow_missing; _check_specs refuses the rest)
             lists = [() if v is None else v for v in lists]
-            out[name] = _padded_rows(lists, spec, name, what, "record")[0]
-        else:
-            raise TypeError(f"{what}: unsupported feature spec for '{name}': {spec!r}")
+            out[name] = _padded_rows(lists, spec, name, what, "record", prepared[name], sources)[0]
     return out
 
 
-def _padded_rows(lists, spec, name, what, unit):
+def _padded_rows(lists, spec, name, what, unit, pad, sources=None):
     """Records holding k * prod(shape) values each -> (n, max_k) + shape, padded; and each k."""
     n = len(lists)
     size = max(math.prod(spec.shape), 1)
@@ -340,10 +445,9 @@ def _padded_rows(lists, spec, name, what, unit):
                                    f"multiple of shape {list(spec.shape)}.", what)
     rows = lengths // size
     width = int(rows.max()) if n else 0
-    values = _assemble(lists, int(lengths.sum()), spec.dtype)
-    pad = _pad_value(spec)
+    values = _assemble(lists, int(lengths.sum()), spec.dtype, sources)
     out = np.empty((n, width * size), dtype=spec.dtype)
-    out[...] = pad if spec.dtype != object else (pad.encode() if isinstance(pad, str) else pad)
+    out[...] = pad
     mask = np.arange(width * size)[None, :] < lengths[:, None]
     out[mask] = values
     return out.reshape((n, width) + spec.shape), rows
@@ -352,9 +456,10 @@ def _padded_rows(lists, spec, name, what, unit):
 def parse_example(serialized, features: dict, name=None, example_names=None) -> dict:
     """``tf.io.parse_example``: a 1-D batch of serialized ``Example`` records -> a dict of numpy values."""
     what = "parse_example"
+    prepared = _check_specs(features, what)  # spec errors first, whatever the records hold (as TF)
     records = _records(serialized, what)
     maps = [m.features.feature for m in _decode(Example, records, what)]
-    return parse_features(maps, features, what)
+    return parse_features(maps, features, what, prepared)
 
 
 def parse_single_example(serialized, features: dict, name=None, example_names=None) -> dict:
@@ -371,12 +476,21 @@ def parse_sequence_example(serialized, context_features=None, sequence_features=
     (0 / b""); ``VarLenFeature`` -> ``VarLenValue`` over all steps of all records in order (record i's
     steps are ``lengths[name][i]`` consecutive rows)."""
     what = "parse_sequence_example"
+    prepared = _check_specs(context_features or {}, what, context=True)
+    for fname, spec in (sequence_features or {}).items():  # TF's checks, before it reads a record
+        if isinstance(spec, FixedLenSequenceFeature):
+            if spec.default_value is not None:
+                raise ValueError(f"{what}: Value feature_list.dense_defaults[{fname}] must be None (a "
+                                 "FixedLenSequenceFeature in sequence_features takes no default_value; missing "
+                                 "steps are padded with 0 / b\"\").")
+        elif not isinstance(spec, VarLenFeature):
+            raise _unsupported(spec, fname, what)
     msgs = _decode(SequenceExample, _records(serialized, what), what)
-    context = parse_features([m.context.feature for m in msgs], context_features or {}, what)
+    context = parse_features([m.context.feature for m in msgs], context_features or {}, what, prepared, context=True)
     sequences, lengths = {}, {}
     for fname, spec in (sequence_features or {}).items():
         kind = _KIND[spec.dtype]
-        steps_per_record = []
+        steps_per_record, step_features = [], []
         for i, m in enumerate(msgs):
             lists = m.feature_lists.feature_list
             if fname not in lists:
@@ -384,8 +498,11 @@ def parse_sequence_example(serialized, context_features=None, sequence_features=
                     raise InvalidArgumentError(f"{what}: feature list '{fname}' is required but missing in "
                                                f"record {i}.", what)
                 steps_per_record.append([])
+                step_features.append([])
                 continue
-            steps_per_record.append(_step_values(list(lists[fname].feature), fname, kind, what, i))
+            steps = list(lists[fname].feature)
+            steps_per_record.append(_step_values(steps, fname, kind, what, i))
+            step_features.append(steps)
         counts = np.array([len(s) for s in steps_per_record], dtype=np.int64)
         lengths[fname] = counts
         flat_steps = list(_chain(steps_per_record))
@@ -398,13 +515,13 @@ def parse_sequence_example(serialized, context_features=None, sequence_features=
                 raise InvalidArgumentError(f"{what}: a step of feature list '{fname}' in record {i} has "
                                            f"{step_lengths[j]} values; shape {list(spec.shape)} needs {size}.", what)
             per_record = [list(_chain(s)) for s in steps_per_record]
-            sequences[fname] = _padded_rows(per_record, spec, fname, what, "record")[0]
+            sequences[fname] = _padded_rows(per_record, spec, fname, what, "record", _pad_value(spec),
+                                            step_features)[0]
         elif isinstance(spec, VarLenFeature):
             step_lengths = np.fromiter(map(len, flat_steps), dtype=np.int64, count=len(flat_steps))
             splits = np.concatenate([[0], np.cumsum(step_lengths)]).astype(np.int64)
-            sequences[fname] = VarLenValue(_assemble(flat_steps, int(splits[-1]), spec.dtype), splits)
-        else:
-            raise TypeError(f"{what}: unsupported sequence feature spec for '{fname}': {spec!r}")
+            sources = [[f] for f in _chain(step_features)] if spec.dtype == np.float32 else None
+            sequences[fname] = VarLenValue(_assemble(flat_steps, int(splits[-1]), spec.dtype, sources), splits)
     return context, sequences, lengths
 
 
