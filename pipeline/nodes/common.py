@@ -152,18 +152,54 @@ def _placeholder_leaf(spec):
     return value[()] if not shape else value
 
 
+SPEC_TRIES = 16  # elements a function's result spec is tried on when the first element fails
+
+
 def call_for_spec(run, input_node: Node):
     """``run(element)`` on ``sample_for_spec``'s element, or None when there is no element or a placeholder
-    made ``run`` (the user's function) fail."""
-    element, is_placeholder = sample_for_spec(input_node)
+    made ``run`` (the user's function) fail. Where the first element is an error -- the input's, or ``run``'s
+    on it -- the input's next elements are tried (``_spec_from_later``)."""
+    try:
+        element, is_placeholder = sample_for_spec(input_node)
+    except Exception as first:  # noqa: BLE001 - the input's first element is an error
+        return _spec_from_later(run, input_node, first)
     if element is None:
         return None
-    if not is_placeholder:
-        return run(element)
+    if is_placeholder:
+        try:
+            return run(element)
+        except Exception:  # noqa: BLE001 - a function need not accept a placeholder; the spec stays unknown
+            return None
     try:
         return run(element)
-    except Exception:  # noqa: BLE001 - a function need not accept a placeholder; the spec stays unknown
-        return None
+    except Exception as first:  # noqa: BLE001
+        return _spec_from_later(run, input_node, first)
+
+
+def _spec_from_later(run, input_node: Node, first: Exception):
+    """``run`` on the first of the input's first ``SPEC_TRIES`` elements that the input and ``run`` both take;
+    ``first`` (the first element's error) raised when none does. tf.data learns a function's result spec by
+    tracing it and meets data errors only when iterating: ``map(parse).ignore_errors()`` over a bad first
+    record has a spec there, and a pipeline whose first batch is an error still builds (the error comes with
+    that batch). Only an input whose first element fails pays for the throw-away iterator."""
+    from ..engine.context import IteratorContext
+
+    it = IteratorContext().build(input_node)
+    try:
+        for _ in range(SPEC_TRIES):
+            try:
+                element = it.next()
+            except StopIteration:
+                break
+            except Exception:  # noqa: BLE001 - an error in the input's place: the next element
+                continue
+            try:
+                return run(element)
+            except Exception:  # noqa: BLE001 - the function fails on this one too
+                continue
+    finally:
+        it.close()
+    raise first
 
 
 class PassThrough(Node):

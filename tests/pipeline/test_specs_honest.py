@@ -307,3 +307,43 @@ def test_a_function_over_an_empty_input_has_its_rank_and_dtype():
 def test_a_function_that_refuses_the_placeholder_leaves_the_spec_unknown():
     ds = Dataset.range(0).map(lambda x: [10, 20][x + 5])
     assert ds.element_spec.shape is None and list(ds) == []
+
+
+# ------------------------------------------------------------- a first element that is an error
+def fails_on_zero(x):
+    if x == 0:
+        raise ValueError("bad element 0")
+    return x
+
+
+def varying(x):
+    return np.full([int(x) % 3], x)
+
+
+def test_a_function_failing_on_the_first_element_still_has_a_spec_and_ignore_errors_skips_it():
+    """Found by differential fuzzing against tf.data: the spec was learned on the first element only, so
+    ``map(parse).ignore_errors()`` over a bad first record raised that record's error from ``element_spec``
+    (and from anything that asks for it at build: padded_batch, concatenate, a distributed dataset), where
+    tf.data traces the function and meets the error only when iterating."""
+    ds = Dataset.range(3).map(fails_on_zero).ignore_errors()
+    assert ds.element_spec == TensorSpec((), np.int64)
+    assert [int(x) for x in ds] == [1, 2]
+    with pytest.raises(ValueError, match="bad element 0"):  # without ignore_errors: raised in its place
+        list(Dataset.range(3).map(fails_on_zero))
+
+
+def test_an_input_whose_first_element_is_an_error_builds_and_raises_when_iterated():
+    first_batch_fails = Dataset.range(3).map(varying).batch(2)  # [[], [1]] cannot be stacked
+    ds = first_batch_fails.concatenate(first_batch_fails.map(lambda x: x))  # concatenate asks both specs
+    assert ds.element_spec == TensorSpec((None, None), np.int64)
+    with pytest.raises(errors.InvalidArgumentError, match="Cannot add tensor to the batch"):
+        next(iter(ds))
+
+
+def always_fails(x):
+    raise KeyError(f"no row {int(x)}")
+
+
+def test_a_function_that_fails_on_every_element_raises_its_first_error_from_the_spec():
+    with pytest.raises(KeyError, match="no row 0"):
+        Dataset.range(3).map(always_fails).element_spec
