@@ -55,7 +55,7 @@ class TensorSpec:
             shape = None
         else:
             shape = tuple(a if a == b else None for a, b in zip(self.shape, other.shape))
-        return TensorSpec(shape, self.dtype)
+        return type(self)(shape, self.dtype) if type(other) is type(self) else TensorSpec(shape, self.dtype)
 
     def with_leading(self, dim) -> "TensorSpec":
         """The spec of a batch of such leaves (``dim`` is the batch size, or ``None``)."""

@@ -25,11 +25,18 @@ def batched_cardinality(n: int, batch_size: int, drop_remainder: bool) -> int:
 def refuse_datasets(spec, what: str = "batch") -> None:
     """TypeError for elements holding datasets (windows, a map's datasets): numpy cannot stack them into
     anything a consumer could use; flat_map/interleave them (or ``w.batch(n)`` inside) instead. (``batch``,
-    ``padded_batch``, ``ragged_batch``; at build, or at the first batch after a map's lazy spec.)"""
+    ``padded_batch``, ``ragged_batch``; at build, or at the first batch after a map's lazy spec.) Ragged and
+    sparse values are refused too (InvalidArgumentError, as when a batch meets them): padded_batch and
+    ragged_batch failed on them with a numpy or comparison error of their own."""
+    from ..ragged import RaggedSpec, SparseSpec
+
     for path, leaf in structure.iter_structure_paths(spec):
         if isinstance(leaf, structure.DatasetSpec):
             raise TypeError(f"{what}: component {path} of the elements is a Dataset ({leaf!r}), which cannot be "
                             "batched; use flat_map/interleave (e.g. `flat_map(lambda w: w.batch(n))`).")
+        if isinstance(leaf, (RaggedSpec, SparseSpec)):
+            raise InvalidArgumentError(f"Cannot {what} ragged or sparse values (component {path}, {leaf!r}): unbatch "
+                                       "them, or convert them (to_list(), to_dense()) first.", what)
 
 
 class Batch(Node):

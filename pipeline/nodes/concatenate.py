@@ -28,7 +28,7 @@ def common_spec(specs: list, transformation: str):
 
 def _leaf_compatible(a, b) -> bool:
     if isinstance(a, structure.TensorSpec) and isinstance(b, structure.TensorSpec):
-        return a.dtype == b.dtype
+        return a.dtype == b.dtype and type(a) is type(b)  # (ragged or sparse values and dense ones: no one spec)
     return a == b
 
 

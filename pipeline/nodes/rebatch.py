@@ -54,7 +54,11 @@ class Rebatch(Node):
             self.drop_remainder or all(leaf.shape is not None and leaf.shape[0] is not None
                                        and leaf.shape[0] % size == 0 for leaf in structure.flatten(spec)))
         dim = size if static else None
-        return structure.map_structure(lambda s: s.unbatched().with_leading(dim), spec)
+        def rebatched(s):  # (ragged and sparse values are rebatched into ragged and sparse values)
+            out = s.unbatched().with_leading(dim)
+            return type(s)(out.shape, out.dtype)
+
+        return structure.map_structure(rebatched, spec)
 
     def cardinality(self):
         return UNKNOWN

@@ -74,7 +74,7 @@ def relax(spec):
             return structure.DatasetSpec(relax(s.element_spec))
         if s.shape is None:
             return s
-        return structure.TensorSpec((None,) * len(s.shape), s.dtype)
+        return type(s)((None,) * len(s.shape), s.dtype)  # (a RaggedSpec or SparseSpec stays one)
 
     return structure.map_structure(leaf, spec)
 

@@ -90,3 +90,24 @@ def test_distribution_refuses_ragged_components_with_a_clear_message():
         strategy.experimental_distribute_dataset(ds)
     with pytest.raises(TypeError, match="ragged"):
         iter(strategy.distribute_datasets_from_function(lambda ctx: ds))
+
+
+def test_the_spec_of_ragged_values_stays_ragged_through_map_rebatch_and_concatenate():
+    """Found by differential fuzzing: a map's spec (``relax``), rebatch's and concatenate's turned a RaggedSpec
+    into a TensorSpec while the elements stayed RaggedValues -- a spec contradicting its elements."""
+    ragged = _ranges(5).ragged_batch(2)
+    for ds in (ragged.map(lambda x: x), ragged.rebatch(1), ragged.concatenate(ragged)):
+        assert type(ds.element_spec) is RaggedSpec, ds.element_spec
+        assert all(isinstance(x, RaggedValue) and ds.element_spec.is_compatible_with(x) for x in ds)
+    with pytest.raises(TypeError, match="Incompatible dataset elements"):  # ragged values and dense ones
+        ragged.concatenate(_ranges(5).padded_batch(2))
+
+
+@pytest.mark.parametrize("batching", ["batch", "padded_batch", "ragged_batch"])
+@pytest.mark.parametrize("after_map", [False, True])
+def test_batching_ragged_values_again_is_refused_with_the_same_error(batching, after_map):
+    """padded_batch and ragged_batch of ragged values failed with a numpy "inhomogeneous shape" ValueError
+    and a "'>' not supported between NoneType" TypeError of their own."""
+    ragged = _ranges(5).ragged_batch(2)
+    with pytest.raises(InvalidArgumentError, match="ragged or sparse"):
+        list(getattr(ragged.map(lambda x: x) if after_map else ragged, batching)(2))
