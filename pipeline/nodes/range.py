@@ -31,6 +31,7 @@ class Range(Node):
         super().__init__()
         self.start, self.stop, self.step = int(start), int(stop), int(step)
         self.dtype = np.dtype(output_type)
+        self._wraps = self.dtype.kind == "u" or (self.dtype.kind == "i" and self.dtype.itemsize < 8)
         self._len = max(0, -((self.start - self.stop) // self.step))  # len(range()) overflows past 2**63
 
     def params(self):
@@ -54,6 +55,9 @@ class Range(Node):
         return values.astype(self.dtype, copy=False)
 
     def element_at(self, index):
+        if self._wraps:  # computed in int64 and cast, as tf.data does and ``gather`` does: a narrower or unsigned
+            # integer output_type wraps around (range(-1, 2, output_type=uint8): 255, 0, 1; the scalar type raised)
+            return np.int64(self.start + self.step * int(index)).astype(self.dtype)
         return self.dtype.type(self.start + self.step * int(index))
 
 
