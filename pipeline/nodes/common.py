@@ -139,6 +139,12 @@ def sample_for_spec(input_node: Node):
 
 
 def _placeholder_leaf(spec):
+    if isinstance(spec, structure.DatasetSpec):
+        # an empty dataset of that spec (a window of an empty input, a map's datasets): a function that builds
+        # on it -- flat_map(lambda w: w.batch(n)) -- gives the spec it gives any dataset of the spec
+        from .elements import dataset_of_rows
+
+        return dataset_of_rows(structure.map_structure(_no_rows, spec.element_spec))
     if not isinstance(spec, structure.TensorSpec) or spec.shape is None or spec == UNKNOWN_SPEC:
         raise _NoPlaceholder
     shape = tuple(1 if d is None else d for d in spec.shape)
@@ -153,6 +159,14 @@ def _placeholder_leaf(spec):
 
 
 SPEC_TRIES = 16  # elements a function's result spec is tried on when the first element fails
+
+
+def _no_rows(spec):
+    """A leaf of no rows of ``spec``'s elements (for ``dataset_of_rows``)."""
+    if type(spec) is not structure.TensorSpec or spec.shape is None or spec == UNKNOWN_SPEC:
+        raise _NoPlaceholder  # (ragged, sparse, nested datasets, unknown rank)
+    shape = (0,) + tuple(1 if d is None else d for d in spec.shape)
+    return np.empty(shape, dtype=object) if spec.dtype == structure.STRING else np.zeros(shape, spec.dtype)
 
 
 def call_for_spec(run, input_node: Node):
@@ -177,8 +191,9 @@ def call_for_spec(run, input_node: Node):
 
 
 def _spec_from_later(run, input_node: Node, first: Exception):
-    """``run`` on the first of the input's first ``SPEC_TRIES`` elements that the input and ``run`` both take;
-    ``first`` (the first element's error) raised when none does. tf.data learns a function's result spec by
+    """``run`` on the first of the input's first ``SPEC_TRIES`` elements that the input and ``run`` both take,
+    else on a placeholder of the input's spec (as for an empty input); ``first`` (the first element's error)
+    raised when neither gives a spec. tf.data learns a function's result spec by
     tracing it and meets data errors only when iterating: ``map(parse).ignore_errors()`` over a bad first
     record has a spec there, and a pipeline whose first batch is an error still builds (the error comes with
     that batch). Only an input whose first element fails pays for the throw-away iterator."""
@@ -199,7 +214,10 @@ def _spec_from_later(run, input_node: Node, first: Exception):
                 continue
     finally:
         it.close()
-    raise first
+    try:
+        return run(structure.map_structure(_placeholder_leaf, input_node.element_spec))
+    except Exception:  # noqa: BLE001 - no placeholder, or the function fails on it: the data's error it is
+        raise first from None
 
 
 class PassThrough(Node):

@@ -347,3 +347,25 @@ def always_fails(x):
 def test_a_function_that_fails_on_every_element_raises_its_first_error_from_the_spec():
     with pytest.raises(KeyError, match="no row 0"):
         Dataset.range(3).map(always_fails).element_spec
+
+
+def test_a_function_of_the_windows_of_an_empty_input_has_the_spec_tf_data_traces():
+    """Found by differential fuzzing: over an empty input, flat_map(lambda w: w.batch(2)) of windows had the
+    made-up spec TensorSpec(None, object) -- shown as a string tensor -- where tf.data traces int64 (None,):
+    no placeholder was made for a dataset. It is now an empty dataset of the window's spec."""
+    assert Dataset.range(0).window(2).flat_map(lambda w: w.batch(2)).element_spec == TensorSpec((None,), np.int64)
+    assert Dataset.range(0, output_type=np.int32).window(3).flat_map(lambda w: w).element_spec == \
+        TensorSpec((), np.int32)
+    pairs = Dataset.range(0).map(lambda x: {"b": x, "a": (x, b"s")}).window(2).flat_map(lambda w: Dataset.zip(w))
+    assert pairs.element_spec == {"a": (TensorSpec((), np.int64), TensorSpec((), object)),
+                                  "b": TensorSpec((), np.int64)}
+
+
+def test_a_function_whose_input_fails_on_every_sampled_element_gets_its_spec_from_a_placeholder():
+    """Every sampled batch fails to stack (rows of 0, 1, 2 values): the spec comes from a placeholder of the
+    input's spec, as for an empty input (tf.data traces; the error comes when iterating)."""
+    failing = Dataset.range(40).map(lambda x: np.full([int(x) % 2], x)).batch(2)
+    ds = failing.map(lambda x: x.astype(bool))
+    assert ds.element_spec == TensorSpec((None, None), np.bool_)
+    with pytest.raises(errors.InvalidArgumentError, match="Cannot add tensor to the batch"):
+        next(iter(ds))
