@@ -33,7 +33,7 @@ import pyarrow.csv as pacsv
 from jaxfeed.pipeline import structure
 from jaxfeed.pipeline.dataset import Dataset
 from jaxfeed.pipeline.engine.registry import builds
-from jaxfeed.pipeline.errors import InvalidArgumentError
+from jaxfeed.pipeline.errors import DataLossError, InvalidArgumentError
 
 from . import csv_syntax, fs, remote
 from .reader import FileReaderNode, FileRecordsIterator, filenames_node
@@ -306,7 +306,15 @@ class CsvSource:
     def offset(self):
         return self._row
 
+    damage = None  # a DataLossError of the file's compressed stream: raised after the rows before it
+
     def read_block(self):
+        rows, offsets, error = self._read_block()
+        if not rows and error is None and self.damage is not None:
+            error, self.damage = self.damage, None
+        return rows, offsets, error
+
+    def _read_block(self):
         if self._rows is not None:
             return self._read_rows()
         batch, self._pending = self._pending, None
@@ -366,16 +374,26 @@ class CsvSource:
 class CsvIterator(FileRecordsIterator):
     def open_file(self, name, offset):
         stream = fs.open_stream(name, self.node.compression_type, options=self.node.remote_options)
+        damage = None
         try:
             parts = []
             while True:
-                chunk = stream.read(1 << 22)
+                try:
+                    chunk = stream.read(1 << 22)
+                except DataLossError as e:  # a damaged or cut GZIP/ZLIB stream: the rows wholly before the
+                    damage = e  # damage first, then its error (as the other readers; docs/formats.md)
+                    break
                 if not chunk:
                     break
                 parts.append(chunk)
         finally:
             stream.close()
-        return CsvSource(self.node, b"".join(parts), name, offset or 0)
+        data = b"".join(parts)
+        if damage is not None:
+            data = data[:max(data.rfind(b"\n"), data.rfind(b"\r")) + 1]  # a record cut by the damage is no record
+        source = CsvSource(self.node, data, name, offset or 0)
+        source.damage = damage
+        return source
 
 
 class CsvDataset(Dataset):

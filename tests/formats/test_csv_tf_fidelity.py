@@ -243,3 +243,25 @@ def test_a_restore_before_a_bad_row_in_a_later_block_delivers_the_rows_then_its_
         for row in restored:
             rows.append(int(row[0]))
     assert rows == list(range(13_000, 14_000))
+
+
+@pytest.mark.parametrize("cut", ["trailer", "half"])
+def test_a_cut_gzip_file_gives_its_rows_before_the_cut_then_data_loss(tmp_path, cut):
+    """Found by differential fuzzing: the whole file was read before parsing, so a GZIP stream missing only
+    its trailer gave no row at all (TF: all 100). Now the rows wholly before the damage come first (a row cut
+    by it is dropped), then DataLossError naming the file, as TFRecord and text files give it."""
+    import gzip
+
+    from jaxfeed.pipeline.errors import DataLossError
+
+    text = b"".join(b"%d,%d\n" % (i, i * 2) for i in range(100))
+    packed = gzip.compress(text)
+    path = tmp_path / "rows.csv.gz"
+    path.write_bytes(packed[:-8] if cut == "trailer" else packed[:len(packed) // 2])
+    ds = CsvDataset(str(path), [np.int32, np.int32], compression_type="GZIP")
+    got = []
+    with pytest.raises(DataLossError, match="rows.csv.gz"):
+        for a, b in ds:
+            got.append((int(a), int(b)))
+    assert got == [(i, i * 2) for i in range(len(got))] and (len(got) == 100 if cut == "trailer" else got)
+    assert len(list(ds.ignore_errors())) == len(got)
