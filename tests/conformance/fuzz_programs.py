@@ -372,15 +372,7 @@ def _struct_text(rng, m, lead, allow_python=True):
 
 
 def _spec_text(m, lead=()):
-    if m["k"] == "leaf":
-        shape = list(lead) + m["shape"]
-        return f"t.spec({shape!r}, {m['dt']!r})"
-    parts = [_spec_text(item, lead) for item in m["items"]]
-    if m["k"] == "dict":
-        return "{" + ", ".join(f"{k!r}: {p}" for k, p in zip(m["keys"], parts)) + "}"
-    if m["k"] == "tuple":
-        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
-    return f"{m['cls']}(" + ", ".join(parts) + ")"
+    return _struct_of(m, lambda leaf: f"t.spec({list(lead) + leaf['shape']!r}, {leaf['dt']!r})")
 
 
 def gen_source(rng):
