@@ -290,6 +290,8 @@ class ParallelInterleaveIterator(SlotCycle):
                 return False
             seen = self._answer_pending(slot)  # not None: deterministic=False, and the slot's worker has not
             # answered its next read yet (the consumer may take another slot meanwhile)
+            if slot.held() or slot.ended:  # (opened just now, and its open failed: the error is in its place)
+                continue
             if seen is None and (not self._threads or (not self.deterministic and self._answer_in(slot))):
                 self._read_here(slot)  # a solo start's call, or slots in workers: read here, where the sequential
                 continue  # iterator would (a worker's answer taken; deterministic=False: one that is in)

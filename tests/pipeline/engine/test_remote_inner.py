@@ -955,3 +955,26 @@ def test_nondeterministic_takes_the_slots_whose_answers_are_in_while_one_worker_
     rest = [int(x) for b in it for x in np.atleast_1d(b)]
     assert {x // 100 for x in first} <= {1, 3, 5}, first  # the workers take files i % 2: 0, 2, 4 wait with 0
     assert sorted(first + rest) == [i * 100 + j for i in range(6) for j in range(30)]
+
+
+def test_nondeterministic_delivers_a_failed_open_once_in_its_place():
+    """deterministic=False opens a slot ahead before asking whether its worker answered: a map_func that fails
+    for one input puts its error in that slot's place once (not a second open's error after it)."""
+    def open_or_fail(i):
+        if int(i) == 2:
+            raise ValueError("no file 2")
+        return Dataset.from_generator(rows, args=(i,), output_signature=ROW_SIG)
+
+    ds = Dataset.range(6).interleave(open_or_fail, cycle_length=4, num_parallel_calls=AUTOTUNE,
+                                     deterministic=False).with_options(opts())
+    for _ in range(3):  # (the first epoch opens its slots with reader threads about; the next ones in workers)
+        it, ids, errors_met = iter(ds), [], []
+        while True:
+            try:
+                ids.append(int(next(it)["id"]))
+            except StopIteration:
+                break
+            except ValueError as e:  # an error in its place: iteration goes on after it
+                errors_met.append(str(e))
+        assert errors_met == ["no file 2"]
+        assert sorted(ids) == sorted(i * 1000 + j for i in (0, 1, 3, 4, 5) for j in range(ROWS))
