@@ -65,9 +65,12 @@ class FixedLengthSource:
     def offset(self):
         return self._offset
 
-    def _check_body(self, body: int):
+    def _check_body(self, body: int, compressed: bool = False):
+        """A body that is no whole number of records: InvalidArgumentError when the file's size says so at its
+        open, DataLossError when the end of a compressed stream does (after its whole records), as TF."""
         if body < 0 or body % self._record:
-            raise fs.with_location(errors.InvalidArgumentError(
+            error = errors.DataLossError if compressed else errors.InvalidArgumentError
+            raise fs.with_location(error(
                 f"Excluding the header ({self._header} bytes) and footer ({self._footer} bytes), input file "
                 f"\"{self._name}\" has body length {body} bytes, which is not an exact multiple of the record "
                 f"length ({self._record} bytes).", "FixedLengthRecordDataset"), self._name, self._offset)
@@ -88,7 +91,7 @@ class FixedLengthSource:
             if whole:
                 return self._hand_out(whole)
         if self._limit is None:  # compressed: now the body's length is known
-            self._check_body(self._offset - self._header + len(self._pending) - self._footer)
+            self._check_body(self._offset - self._header + len(self._pending) - self._footer, compressed=True)
         whole = (len(self._pending) - (self._footer if self._limit is None else 0)) // record * record
         if whole > 0:
             return self._hand_out(whole)

@@ -249,3 +249,20 @@ def test_empty_file_and_empty_stream(tmp_path, compression):
     got, error = read_all(TextLineDataset(str(path), compression))  # TF: nothing, no error
     assert got == []
     check_truncated(error, str(path), 0)
+
+
+@pytest.mark.parametrize("compression,error", [("", errors.InvalidArgumentError), ("GZIP", errors.DataLossError),
+                                               ("ZLIB", errors.DataLossError)])
+def test_a_fixed_length_body_of_no_whole_number_of_records_is_tf_s_error(tmp_path, compression, error):
+    """TF 2.21: a 24-byte body of 10-byte records is InvalidArgumentError before any record where the file's
+    size tells it, DataLossError after the 2 whole records where a compressed stream's end does (jaxfeed
+    raised InvalidArgumentError for both; found by the formats fuzzer)."""
+    path = tmp_path / "f.bin"
+    path.write_bytes(compress(bytes(range(24)), compression))
+    got = []
+    with pytest.raises(errors.OpError) as raised:
+        for record in FixedLengthRecordDataset(str(path), 10, compression_type=compression):
+            got.append(bytes(record))
+    assert len(got) == (0 if not compression else 2) and type(raised.value) is error, raised.value
+    raised = raised.value
+    assert "not an exact multiple of the record length (10 bytes)" in str(raised)
