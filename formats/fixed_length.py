@@ -123,6 +123,8 @@ class FixedLengthRecordIterator(FileRecordsIterator):
         if not node.compression_type:  # the body's length is known before the first record
             local = fs._local(name)
             file_size = os.path.getsize(local) if local is not None else getattr(stream, "size", None)
+        else:  # a stream that ends inside the header stops short of ``start``: its body is negative, an error
+            start = min(start, getattr(stream, "position", start))  # (was taken for an empty body: no error)
         return FixedLengthSource(stream, name, start, node, file_size)
 
 

@@ -266,3 +266,16 @@ def test_a_fixed_length_body_of_no_whole_number_of_records_is_tf_s_error(tmp_pat
     assert len(got) == (0 if not compression else 2) and type(raised.value) is error, raised.value
     raised = raised.value
     assert "not an exact multiple of the record length (10 bytes)" in str(raised)
+
+
+@pytest.mark.parametrize("compression", ["GZIP", "ZLIB"])
+def test_a_compressed_fixed_length_file_shorter_than_its_header_is_an_error_not_an_empty_file(tmp_path, compression):
+    """Found by the formats fuzzer: the stream's skip to the header's end stopped short, and the body was taken
+    as empty (no record, no error); an uncompressed file of the same bytes was "body length -1". TF raises too
+    (an InternalError of its own)."""
+    path = tmp_path / "short.bin"
+    path.write_bytes(compress(b"x", compression))
+    with pytest.raises(errors.DataLossError, match="body length -1 bytes"):
+        list(FixedLengthRecordDataset(str(path), 6, header_bytes=2, compression_type=compression))
+    path.write_bytes(compress(b"xy", compression))  # the header and an empty body: no record, no error
+    assert list(FixedLengthRecordDataset(str(path), 6, header_bytes=2, compression_type=compression)) == []
