@@ -26,10 +26,12 @@ signature stays.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -216,8 +218,12 @@ def _serve(in_path, out_path, timeout, run_one, np):
 # ================================================================================================ the driver
 def _run_worker(cmd, out_path, ids, label):
     """Run a worker until every id has a line in out_path (restarting after a hang or a crash)."""
+    # the workers' scratch folders and TensorFlow's autograph files go under the driver's folder, removed at its
+    # end (a worker ends by os._exit, and a hung one is killed: neither cleans up after itself)
+    env = dict(os.environ, TMPDIR=os.path.join(os.path.dirname(out_path), "tmp"))
+    os.makedirs(env["TMPDIR"], exist_ok=True)
     for _ in range(len(ids) + 3):
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         done = set()
         if os.path.exists(out_path):
             with open(out_path) as f:
@@ -363,6 +369,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     workdir = tempfile.mkdtemp(prefix="fuzz_differential_")
+    atexit.register(shutil.rmtree, workdir, True)  # (the workers' scratch folders are under it: _run_worker)
     if args.program:
         progs = [{"source": text, "ops": [], "compare": "exact"} for text in args.program]
     else:

@@ -1010,7 +1010,8 @@ def main(argv=None):
             tf_results = []
             while len(tf_results) < len(cases):
                 proc = subprocess.run([args.tf_python, os.path.join(HERE, "fuzz_formats_tf_worker.py"), cfile, rfile,
-                                       str(len(tf_results))], capture_output=True, text=True, timeout=1800)
+                                       str(len(tf_results))], capture_output=True, text=True, timeout=1800,
+                                      env=dict(os.environ, TMPDIR=tmp))  # (TF's autograph files: removed with it)
                 with open(rfile) as f:
                     tf_results = [json.loads(line) for line in f if line.strip()]
                 if proc.returncode != 0:
