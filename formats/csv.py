@@ -173,15 +173,19 @@ class CsvSource:
             self._row_mode()  # pyarrow reads a"b and "x"y as fields; TF refuses them, at their row
         elif any(d.kind == "i" for d, _ in node.columns) and csv_syntax.has_hex_field(self._data, self._delim):
             self._row_mode()  # pyarrow reads 0x10 as 16
-        elif node.select_cols is None and node.exclude_cols is None and self._width() != len(node.columns):
+        elif node.select_cols is None and node.exclude_cols is None and self._width_differs():
             self._row_mode()  # rows wider or narrower than record_defaults: an error at the first such row
 
-    def _width(self) -> int:
-        try:  # the first block's width
-            return len(pacsv.open_csv(pa.py_buffer(self._data), read_options=self._read_options,
-                                      parse_options=self._parse_options).schema)
+    def _width(self, buffer=None) -> int:
+        """The first block's width (pa.ArrowInvalid where pyarrow cannot read it)."""
+        buffer = pa.py_buffer(self._data) if buffer is None else buffer
+        return len(pacsv.open_csv(buffer, read_options=self._read_options, parse_options=self._parse_options).schema)
+
+    def _width_differs(self) -> bool:
+        try:
+            return self._width() != len(self._node.columns)
         except pa.ArrowInvalid:
-            return len(self._node.columns)  # let the reader report it, with its row
+            return False  # let the reader report it, with its row
 
     # ------------------------------------------------------------------ row by row (TF's syntax)
     def _row_mode(self, row=None):
@@ -279,8 +283,7 @@ class CsvSource:
         if node.exclude_cols is None:
             return list(range(len(node.columns)))
         try:  # the file's width, from the first block only
-            width = len(pacsv.open_csv(buffer, read_options=self._read_options,
-                                       parse_options=self._parse_options).schema)
+            width = self._width(buffer)
         except pa.ArrowInvalid as e:
             raise self._error(str(e)) from None
         cols = [i for i in range(width) if i not in node.exclude_cols]

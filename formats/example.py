@@ -248,7 +248,7 @@ def _decode(message, records: list, what: str) -> list:
 
 def _lists(maps: list, name: str, kind: str, what: str, kindless_missing: bool = True) -> tuple:
     """Each record's value container for feature ``name`` (None where missing), type-checked; and each
-    record's ``[Feature]`` it came from (None where missing), for ``_assemble``'s ``sources``.
+    record's Feature (None where there is none), for ``_assemble``'s ``sources``.
 
     Two passes of C calls over the records (the map lookup, the value attribute) instead of a loop body per
     record. A feature of another kind reads as an empty container of the requested kind, so only records
@@ -268,7 +268,7 @@ def _lists(maps: list, name: str, kind: str, what: str, kindless_missing: bool =
         elif which != kind:
             raise InvalidArgumentError(f"{what}: feature '{name}' of record {i} holds {which}, but the spec asks "
                                        f"for {kind}.", what)
-    return values, [None if v is None else [f] for f, v in zip(feats, values)]
+    return values, feats
 
 
 _VALUES = {k: operator.attrgetter(f"{k}.value") for k in ("int64_list", "float_list", "bytes_list")}
@@ -276,7 +276,8 @@ _VALUES = {k: operator.attrgetter(f"{k}.value") for k in ("int64_list", "float_l
 
 def _assemble(chunks: list, total: int, dtype: np.dtype, sources: list = None) -> np.ndarray:
     """The values of ``chunks`` (a list of value containers or lists) in one array. ``sources``: for each
-    chunk the Features whose float lists it holds (None for a default), used only when floats hold a NaN."""
+    chunk the Feature (or the list of Features, a record's steps) whose float lists it holds -- a chunk whose
+    Feature is None or holds no float list is a default -- used only when floats hold a NaN."""
     if dtype == object:
         out = np.empty(total, dtype=object)
         out[:] = list(_chain(chunks))
@@ -294,10 +295,12 @@ def _exact_floats(values: np.ndarray, chunks: list, sources: list) -> np.ndarray
     and only if the result is the same values (NaNs at the same places)."""
     parts = []
     for chunk, src in zip(chunks, sources):
-        if src is None:
-            parts.append(np.asarray(chunk, dtype=np.float32).reshape(-1))  # a default
-        else:
+        if type(src) is list:  # a record's feature-list steps
             parts.extend(_float_bits(f) for f in src)
+        elif src is None or src.WhichOneof("kind") != "float_list":
+            parts.append(np.asarray(chunk, dtype=np.float32).reshape(-1))  # a default (or a padding's nothing)
+        else:
+            parts.append(_float_bits(src))
     exact = np.concatenate(parts) if parts else np.empty(0, np.float32)
     if exact.shape == values.shape and np.array_equal(exact, values, equal_nan=True):
         return exact
@@ -520,7 +523,7 @@ def parse_sequence_example(serialized, context_features=None, sequence_features=
         elif isinstance(spec, VarLenFeature):
             step_lengths = np.fromiter(map(len, flat_steps), dtype=np.int64, count=len(flat_steps))
             splits = np.concatenate([[0], np.cumsum(step_lengths)]).astype(np.int64)
-            sources = [[f] for f in _chain(step_features)] if spec.dtype == np.float32 else None
+            sources = list(_chain(step_features)) if spec.dtype == np.float32 else None
             sequences[fname] = VarLenValue(_assemble(flat_steps, int(splits[-1]), spec.dtype, sources), splits)
     return context, sequences, lengths
 

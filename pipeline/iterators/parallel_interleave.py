@@ -315,10 +315,8 @@ class ParallelInterleaveIterator(SlotCycle):
         its workers had given before the check (for ``_wait_for_answer``). A slot not opened yet (queued for a
         reader or not) is opened now, as ``_top_up`` opens a future: read by the consumer, a slot that opened in
         a worker waited there for its first answer (all of a generator held up in that worker)."""
-        if self.deterministic or self._remote is None or slot.ended:
+        if self.deterministic or self._remote is None or slot.ended or self._reader_has(slot):
             return None
-        if slot.busy and slot not in self._tasks:
-            return None  # a reader thread has it (slots read here before, or while, the first opened in a worker)
         if slot.iterator is None:
             if not self._remote.may_open():
                 return None
@@ -332,8 +330,12 @@ class ParallelInterleaveIterator(SlotCycle):
     def _answer_in(self, slot) -> bool:
         """Whether ``slot`` reads in a worker whose answer to its next read is in (lock held)."""
         it = slot.iterator
-        return (getattr(it, "remote", False) and not (slot.busy and slot not in self._tasks)
-                and it.answered(self._read, self._stacked))
+        return getattr(it, "remote", False) and not self._reader_has(slot) and it.answered(self._read, self._stacked)
+
+    def _reader_has(self, slot) -> bool:
+        """Whether a reader thread runs ``slot``'s read (slots read here before, or while, the first opened in a
+        worker): busy, and not queued (lock held)."""
+        return slot.busy and slot not in self._tasks
 
     def _wait_for_answer(self, slot, seen: int) -> None:
         """Wait (lock released meanwhile) for the next answer of any worker after the ``seen`` first."""

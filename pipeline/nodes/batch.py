@@ -22,7 +22,7 @@ def batched_cardinality(n: int, batch_size: int, drop_remainder: bool) -> int:
     return n // batch_size if drop_remainder else -(-n // batch_size)
 
 
-def refuse_datasets(spec, what: str = "batch") -> None:
+def refuse_unbatchable(spec, what: str = "batch") -> None:
     """TypeError for elements holding datasets (windows, a map's datasets): numpy cannot stack them into
     anything a consumer could use; flat_map/interleave them (or ``w.batch(n)`` inside) instead. (``batch``,
     ``padded_batch``, ``ragged_batch``; at build, or at the first batch after a map's lazy spec.) Ragged and
@@ -51,7 +51,7 @@ class Batch(Node):
         warn_deterministic_without_parallelism(deterministic, num_parallel_calls, "batch")
         self.deterministic = deterministic
         if not self.lazy_spec:
-            refuse_datasets(input_node.element_spec)
+            refuse_unbatchable(input_node.element_spec)
 
     @property
     def lazy_spec(self):
@@ -64,7 +64,7 @@ class Batch(Node):
         return p
 
     def compute_spec(self):
-        refuse_datasets(self.inputs[0].element_spec)
+        refuse_unbatchable(self.inputs[0].element_spec)
         dim = self.batch_size if self.drop_remainder else None
         return structure.map_structure(lambda s: s.with_leading(dim), self.inputs[0].element_spec)
 

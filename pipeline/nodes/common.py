@@ -145,28 +145,32 @@ def _placeholder_leaf(spec):
         from .elements import dataset_of_rows
 
         return dataset_of_rows(structure.map_structure(_no_rows, spec.element_spec))
-    if not isinstance(spec, structure.TensorSpec) or spec.shape is None or spec == UNKNOWN_SPEC:
+    if not isinstance(spec, structure.TensorSpec):
         raise _NoPlaceholder
-    shape = tuple(1 if d is None else d for d in spec.shape)
-    if spec.dtype == structure.STRING:
-        if not shape:
-            return b""
-        out = np.empty(shape, dtype=object)
-        out.fill(b"")
-        return out
-    value = np.zeros(shape, dtype=spec.dtype)
-    return value[()] if not shape else value
-
-
-SPEC_TRIES = 16  # elements a function's result spec is tried on when the first element fails
+    value = _zeros(spec, ())
+    return value[()] if not value.ndim else value
 
 
 def _no_rows(spec):
     """A leaf of no rows of ``spec``'s elements (for ``dataset_of_rows``)."""
-    if type(spec) is not structure.TensorSpec or spec.shape is None or spec == UNKNOWN_SPEC:
-        raise _NoPlaceholder  # (ragged, sparse, nested datasets, unknown rank)
-    shape = (0,) + tuple(1 if d is None else d for d in spec.shape)
-    return np.empty(shape, dtype=object) if spec.dtype == structure.STRING else np.zeros(shape, spec.dtype)
+    if type(spec) is not structure.TensorSpec:
+        raise _NoPlaceholder  # (ragged, sparse, nested datasets)
+    return _zeros(spec, (0,))
+
+
+def _zeros(spec, lead: tuple) -> np.ndarray:
+    """Zeros of ``spec`` (``b""`` for strings) with the ``lead`` dimensions first, every unknown dimension 1."""
+    if spec.shape is None or spec == UNKNOWN_SPEC:
+        raise _NoPlaceholder  # (unknown rank)
+    shape = lead + tuple(1 if d is None else d for d in spec.shape)
+    if spec.dtype == structure.STRING:
+        out = np.empty(shape, dtype=object)
+        out.fill(b"")
+        return out
+    return np.zeros(shape, dtype=spec.dtype)
+
+
+SPEC_TRIES = 16  # elements a function's result spec is tried on when the first element fails
 
 
 def call_for_spec(run, input_node: Node):

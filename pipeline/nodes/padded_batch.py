@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import structure
 from .base import Node, ShardWalk
-from .batch import batched_cardinality, check_batch_size, refuse_datasets
+from .batch import batched_cardinality, check_batch_size, refuse_unbatchable
 from .common import check_bool
 
 TRANSFORMATION = "padded_batch"
@@ -59,7 +59,7 @@ class PaddedBatch(Node):
 
     def plan(self, spec) -> list[LeafPlan]:
         """One ``LeafPlan`` per component of ``spec`` (an element spec, flattened order); validates."""
-        refuse_datasets(spec, "padded_batch")
+        refuse_unbatchable(spec, "padded_batch")
         paths = [p for p, _ in structure.iter_structure_paths(spec)]
         leaf_specs = structure.flatten(spec)
         shapes = (up_to(spec, self.padded_shapes, "padded_shapes") if self.padded_shapes is not None

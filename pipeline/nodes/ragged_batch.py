@@ -14,7 +14,7 @@ import numpy as np
 from .. import structure
 from ..ragged import RaggedSpec, SparseSpec
 from .base import Node
-from .batch import batched_cardinality, refuse_datasets
+from .batch import batched_cardinality, refuse_unbatchable
 from .common import check_bool, check_int
 
 
@@ -40,7 +40,7 @@ class RaggedBatch(Node):
         if self.row_splits_dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
             raise ValueError(f"ragged_batch: row_splits_dtype must be int32 or int64, got {row_splits_dtype!r}")
         if not input_node.lazy_spec:
-            refuse_datasets(input_node.element_spec, "ragged_batch")
+            refuse_unbatchable(input_node.element_spec, "ragged_batch")
 
     def params(self):
         return {"batch_size": self.batch_size, "drop_remainder": self.drop_remainder}
@@ -48,7 +48,7 @@ class RaggedBatch(Node):
     def ragged_leaves(self) -> list:
         """Per leaf of the input spec: True where the batch makes it ragged (a dimension not known)."""
         spec = self.inputs[0].element_spec
-        refuse_datasets(spec, "ragged_batch")
+        refuse_unbatchable(spec, "ragged_batch")
         return [leaf.shape is None or None in leaf.shape for leaf in structure.flatten(spec)]
 
     def compute_spec(self):
