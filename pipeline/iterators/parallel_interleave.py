@@ -19,8 +19,8 @@ in the slot order of the sequential version (``interleave.py``, which holds the 
 - ``num_parallel_calls=AUTOTUNE``: how many slots are read at once (reader threads) is tuned by an
   ``autotune.Tuner``: it starts at ``AUTOTUNE_START`` (2; a tuner needs ~0.1 s of windows before its first
   step, and an epoch of a fast read stage can be over by then: with one reader the consumer did a third of
-  the reads itself, ~15% slower than with two) and steps down to 1, then to 0 (no reader: the consumer
-  reads every slot, ``_reads_here``), while the rate holds without the last one;
+  the reads itself, ~15% slower than with two) and steps down straight to 0 (no reader: the consumer
+  reads every slot, ``_reads_here``) if the rate holds there, else one reader at a time while it holds;
   it probes one more per ``autotune.WINDOW`` in which the consumer waited for the current slot (measured
   in ``_await``, which also ticks the tuner while it waits, so a long wait raises it too), keeping a step
   only if the delivery rate rose, up to ``cycle`` (``min(cpu_budget, cycle)`` when
