@@ -34,14 +34,9 @@ the number of a process map's workers given tasks):
    probes up, and down, again), and the next iterator of the same ``Dataset`` -- the next epoch of a
    training loop -- starts from them instead of from scratch. A step that failed keeps failing less often
    (its back-off doubles up to ``MAX_BACKOFF``), so a steady pipeline pays for probes less and less
-   often, and one whose machine gets busier or quieter is still probed every ``MAX_BACKOFF`` seconds of
-   its running at most. Back-offs are counted in the stage's *running time* -- the time its iterators ran,
-   epoch after epoch; the gaps between epochs (evaluation, other work) do not count -- and run on across
-   epochs (the next iterator probes when it ends, however short its epochs), so a knob that start-up noise
-   moved the wrong way is found again. Counted in wall time, every back-off shorter than the gap between
-   epochs was over at each epoch's start: P3's read stage (epochs of ~60 ms, a second or more apart in the
-   bench) probed a second and third reader in about every other epoch, kept them on lucky windows now and
-   then, and ran those epochs ~40% slower. What a judgement has measured
+   often, and one whose machine gets busier or quieter is still probed every ``MAX_BACKOFF`` seconds at
+   most: a back-off runs on in time across epochs (the next iterator probes when it ends, however short
+   its epochs), so a knob that start-up noise moved the wrong way is found again. What a judgement has measured
    carries over too, so epochs shorter than one judgement still tune: the steady rates at the current value
    (the next epoch's base needs fewer windows of its own), and a probe that the epoch's end cut short, which
    the next epoch resumes at the probed value -- its first window settling, as after any step -- and judges on
@@ -152,8 +147,6 @@ class Tuner:
         self._count = 0
         self._deliveries = 0  # ticks with a count in this window
         self._start = clock()
-        self._born = self._start  # this iterator's start: its running time counts from here (step 5)
-        self._ran_before = 0.0  # the running time of the Dataset's earlier iterators (step 5)
         self._windows = 0  # windows judged so far (the first ``_warmup`` are start-up: never a base)
         self._warmup = WARMUP_WINDOWS
         self._carried = 0  # epochs the probe in progress has been carried into (step 5)
@@ -181,16 +174,15 @@ class Tuner:
         if remembered is not None:
             value, self._retry_after, self._down_after, *rest = remembered
             due, carried = rest[:2], (rest[2] if len(rest) > 2 else None)
-            self._ran_before = rest[3] if len(rest) > 3 else 0.0
             self.value = max(self.minimum, min(value, self.maximum))
             self._warmup = RESTORED_WARMUP
             # A back-off runs on across epochs: a probe is due when the last iterator's back-off ends, not a
             # whole back-off after this one starts. Counted from each start, a back-off longer than an epoch
             # (P4's: ~1 s) put the probe off for good, and a knob that start-up noise had moved the wrong
             # way stayed there (P4 as ported at 0 threads, 16k img/s against 25k at 2). At most a back-off
-            # from now.
-            self._retry_at = self._ran_before + self._retry_after
-            self._down_at = self._ran_before + self._down_after
+            # from now (a learned time from another clock is not trusted further).
+            self._retry_at = self._start + self._retry_after
+            self._down_at = self._start + self._down_after
             if due:
                 self._retry_at = min(self._retry_at, due[0])
                 self._down_at = min(self._down_at, due[1])
@@ -209,8 +201,7 @@ class Tuner:
             store, key = self._learned
             steady = tuple(self._steady) if self._restored else ()
             carried = (steady, probe, self._carried + 1 if probe is not None else 0, self._up_failed)
-            store[key] = (self.value, self._retry_after, self._down_after, self._retry_at, self._down_at, carried,
-                          self._running(self._clock()))
+            store[key] = (self.value, self._retry_after, self._down_after, self._retry_at, self._down_at, carried)
 
     def _resume(self, steady, probe, carried, up_failed=None) -> None:
         """Carry on from the last epoch (step 5 of the module doc): its steady rates, and its cut-short probe
@@ -230,11 +221,6 @@ class Tuner:
         self._steady = []
         self._carried = carried
 
-    def _running(self, now: float) -> float:
-        """The stage's running time at ``now``: this iterator's time so far and its Dataset's earlier ones',
-        the clock of its back-offs (step 5 of the module doc)."""
-        return self._ran_before + (now - self._born)
-
     def waited(self, seconds: float) -> None:
         self._waited += seconds
 
@@ -253,7 +239,7 @@ class Tuner:
         self._waited, self._count, self._deliveries, self._start = 0.0, 0, 0, now
         self._windows += 1
         if self._probe is not None:
-            self._judge(rate, elapsed, self._running(now))
+            self._judge(rate, elapsed, now)
             if self._probe is None:  # a verdict: the next epoch starts from it
                 self._remember()
             return
@@ -263,9 +249,8 @@ class Tuner:
         if len(self._steady) < BASE_WINDOWS and any(r is not None for r in self._steady):
             return  # no base yet
         base = None if None in self._steady else sum(self._steady) / len(self._steady)
-        ran = self._running(now)
-        up = waited and self.value < self.maximum and ran >= self._retry_at
-        down = base is not None and self.value > self.minimum and ran >= self._down_at
+        up = waited and self.value < self.maximum and now >= self._retry_at
+        down = base is not None and self.value > self.minimum and now >= self._down_at
         if up and down and self._up_failed == self.value:
             up = False  # more did not pay from here: fewer is tried first (see _up_failed)
         if up:
@@ -303,7 +288,7 @@ class Tuner:
         self._steady = []
         self._carried = 0
 
-    def _judge(self, rate, elapsed, now):  # now: the running time (back-offs are counted in it)
+    def _judge(self, rate, elapsed, now):
         probe = self._probe
         before, base = probe[0], probe[1]
         if probe[2] > 0:  # settling: the new threads start, buffers refill. Not judged at all: a stage that
@@ -366,7 +351,7 @@ class Tuner:
             elif self._carried < MAX_CARRIED:
                 carry = (self.value, probe[0], probe[1], probe[3], probe[4])
             else:
-                now = self._running(self._clock())
+                now = self._clock()
                 if self.value > probe[0]:
                     self._retry_after = _longer(self._retry_after)
                     self._retry_at = now + self._retry_after
